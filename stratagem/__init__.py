@@ -1,1 +1,15 @@
+"""stratagem: tf.distribute-style distributed training on PyTorch.
 
+Strategies (``stratagem.distribute``), a Keras-style ``Model`` with
+``compile``/``fit``/``evaluate``/``predict``, and the ``stratagem run`` launcher.
+"""
+
+from stratagem import callbacks, data, datasets, distribute, errors, losses, metrics, nn, optimizers
+from stratagem.models import Model
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Model", "callbacks", "data", "datasets", "distribute", "errors", "losses", "metrics", "nn",
+    "optimizers", "__version__",
+]

@@ -1,0 +1,5 @@
+"""The Keras-style model API."""
+
+from stratagem.models.model import Model
+
+__all__ = ["Model"]

@@ -1,0 +1,68 @@
+"""``Callback``: the Keras hook interface. Hooks left as the base's no-ops are skipped."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _noop(fn: F) -> F:
+    fn._stratagem_noop = True  # type: ignore[attr-defined]
+    return fn
+
+
+class Callback:
+    """Base class of callbacks, with Keras' hook names and ``logs`` keys.
+
+    ``self.model`` is the user's ``stratagem.Model`` (never the DDP wrapper);
+    ``self.params`` holds ``epochs``, ``steps``, ``verbose`` and ``batch_size``.
+    Hooks run on every replica; ``logs`` values are already reduced across
+    replicas. Callbacks that write files must write on the chief only
+    (``self.model.distribute_strategy.is_chief``).
+    """
+
+    def __init__(self) -> None:
+        self.model: Any = None
+        self.params: dict[str, Any] = {}
+
+    def set_model(self, model: Any) -> None:
+        self.model = model
+
+    def set_params(self, params: dict[str, Any]) -> None:
+        self.params = params
+
+    @_noop
+    def on_train_begin(self, logs: dict[str, float] | None = None) -> None: ...
+    @_noop
+    def on_train_end(self, logs: dict[str, float] | None = None) -> None: ...
+    @_noop
+    def on_epoch_begin(self, epoch: int, logs: dict[str, float] | None = None) -> None: ...
+    @_noop
+    def on_epoch_end(self, epoch: int, logs: dict[str, float] | None = None) -> None: ...
+    @_noop
+    def on_train_batch_begin(self, batch: int, logs: dict[str, float] | None = None) -> None: ...
+    @_noop
+    def on_train_batch_end(self, batch: int, logs: dict[str, float] | None = None) -> None: ...
+    @_noop
+    def on_test_begin(self, logs: dict[str, float] | None = None) -> None: ...
+    @_noop
+    def on_test_end(self, logs: dict[str, float] | None = None) -> None: ...
+    @_noop
+    def on_test_batch_begin(self, batch: int, logs: dict[str, float] | None = None) -> None: ...
+    @_noop
+    def on_test_batch_end(self, batch: int, logs: dict[str, float] | None = None) -> None: ...
+    @_noop
+    def on_predict_begin(self, logs: dict[str, float] | None = None) -> None: ...
+    @_noop
+    def on_predict_end(self, logs: dict[str, float] | None = None) -> None: ...
+    @_noop
+    def on_predict_batch_begin(self, batch: int, logs: dict[str, float] | None = None) -> None: ...
+    @_noop
+    def on_predict_batch_end(self, batch: int, logs: dict[str, float] | None = None) -> None: ...
+
+
+def overrides(callback: Callback, hook: str) -> bool:
+    """True if ``callback`` implements ``hook`` itself rather than inheriting the no-op."""
+    return not getattr(getattr(type(callback), hook), "_stratagem_noop", False)

@@ -1,0 +1,41 @@
+"""``CallbackList``: calls each hook on every callback that implements it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from stratagem.callbacks.callback import Callback, overrides
+
+_HOOKS = [
+    "on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end",
+    "on_train_batch_begin", "on_train_batch_end", "on_test_begin", "on_test_end",
+    "on_test_batch_begin", "on_test_batch_end", "on_predict_begin", "on_predict_end",
+    "on_predict_batch_begin", "on_predict_batch_end",
+]
+
+
+class CallbackList:
+    """A container that forwards each Keras hook to the callbacks that override it.
+
+    Args:
+        callbacks: The callbacks, called in order.
+        model: The user's ``Model``, given to each callback.
+        params: ``epochs``, ``steps``, ``verbose``, ``batch_size``.
+    """
+
+    def __init__(self, callbacks: Iterable[Callback], *, model: Any, params: dict[str, Any]) -> None:
+        self.callbacks = list(callbacks)
+        for callback in self.callbacks:
+            callback.set_model(model)
+            callback.set_params(params)
+        # Precomputed so a hook nobody implements costs nothing per step.
+        self._users = {hook: [c for c in self.callbacks if overrides(c, hook)] for hook in _HOOKS}
+
+    def wants(self, hook: str) -> bool:
+        """True if some callback implements ``hook`` (the loop then computes its logs)."""
+        return bool(self._users[hook])
+
+    def call(self, hook: str, *args: Any) -> None:
+        for callback in self._users[hook]:
+            getattr(callback, hook)(*args)

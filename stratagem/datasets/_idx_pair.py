@@ -1,0 +1,108 @@
+"""The shared loader behind ``mnist.load_data`` and ``fashion_mnist.load_data``.
+
+Both datasets ship as the same four IDX files (train and t10k, images and
+labels) with the same names, so one function finds, reads and checks them.
+Nothing here downloads: the files must already be in a local directory. The
+IDX parsing itself lives in ``idx.py``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from stratagem.datasets import idx
+
+# The standard file names; each may also be present without the .gz suffix.
+_SPLIT_FILE_NAMES: dict[str, tuple[str, str]] = {
+    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+    "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+}
+
+
+def load_idx_splits(
+    path: str | os.PathLike[str], *, dataset_name: str, source: str
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """Reads the four standard IDX files of an MNIST-shaped dataset.
+
+    Args:
+        path: The directory that holds the files.
+        dataset_name: The dataset's name for error messages, e.g. "Fashion-MNIST".
+        source: Where a user can get the files, for the missing-file message.
+
+    Returns:
+        ``((x_train, y_train), (x_test, y_test))``: x uint8 of shape
+        (N, rows, cols), y int64 of shape (N,).
+
+    Raises:
+        FileNotFoundError: If the directory or any of the four files is missing.
+        ValueError: If a file is not valid IDX, images are not uint8 of 3
+            dimensions, labels are not integers of 1 dimension, or a split has
+            different numbers of images and labels.
+    """
+    file_paths = _find_files(path, dataset_name=dataset_name, source=source)
+    splits = []
+    for images_path, labels_path in file_paths:
+        images = idx.read_idx(images_path)
+        labels = idx.read_idx(labels_path)
+        _check_images_and_labels(images_path, images, labels_path, labels)
+        splits.append((images, labels.astype(np.int64)))
+    (x_train, y_train), (x_test, y_test) = splits
+    return (x_train, y_train), (x_test, y_test)
+
+
+def _find_files(
+    path: str | os.PathLike[str], *, dataset_name: str, source: str
+) -> list[tuple[str, str]]:
+    """Returns [(images, labels)] paths for train then test, gzipped name first."""
+    directory = os.fspath(path)
+    found: dict[str, str] = {}
+    missing: list[str] = []
+    for base_names in _SPLIT_FILE_NAMES.values():
+        for base_name in base_names:
+            candidates = [os.path.join(directory, base_name + ".gz")]
+            candidates.append(os.path.join(directory, base_name))
+            existing = [name for name in candidates if os.path.isfile(name)]
+            if existing:
+                found[base_name] = existing[0]
+            else:
+                missing.append(base_name + ".gz")
+    if missing:
+        state = "" if os.path.isdir(directory) else " (the directory does not exist)"
+        raise FileNotFoundError(
+            f"{dataset_name} is read from local IDX files and never downloaded, "
+            f"but {directory!r}{state} lacks {', '.join(missing)}. The directory "
+            "needs all of train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, "
+            "t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz (the names "
+            f"without .gz work too). Get them from {source} and pass their "
+            f"directory. Received: path={directory!r}"
+        )
+    return [
+        (found[images_name], found[labels_name])
+        for images_name, labels_name in _SPLIT_FILE_NAMES.values()
+    ]
+
+
+def _check_images_and_labels(
+    images_path: str, images: np.ndarray, labels_path: str, labels: np.ndarray
+) -> None:
+    """Raises ValueError unless images and labels form one consistent split."""
+    if images.dtype != np.uint8 or images.ndim != 3:
+        raise ValueError(
+            f"{images_path!r} must hold uint8 images of shape (N, rows, cols). "
+            f"Received: dtype={images.dtype.name}, shape={images.shape}"
+        )
+    if not np.issubdtype(labels.dtype, np.integer) or labels.ndim != 1:
+        raise ValueError(
+            f"{labels_path!r} must hold integer labels of shape (N,). "
+            f"Received: dtype={labels.dtype.name}, shape={labels.shape}"
+        )
+    if len(images) != len(labels):
+        raise ValueError(
+            "Every image needs exactly one label, but the files hold different "
+            f"counts: {len(images)} images in {images_path!r} and {len(labels)} "
+            f"labels in {labels_path!r}. The files probably come from different "
+            "datasets or splits; fetch them again together. "
+            f"Received: num_images={len(images)}, num_labels={len(labels)}"
+        )

@@ -1,0 +1,92 @@
+"""Shared machinery of the all-reduce strategies (Mirrored and MultiWorkerMirrored).
+
+Both keep one replica per process and synchronise gradients with DDP; they
+differ only in where the job's shape comes from, which each subclass supplies
+through ``_resolve``.
+"""
+
+from __future__ import annotations
+
+import abc
+import atexit
+import os
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from typing_extensions import override
+
+from stratagem.distribute import collectives
+from stratagem.distribute.input_context import InputContext
+from stratagem.distribute.options import CommunicationOptions
+from stratagem.distribute.strategy import Strategy
+from stratagem.distribute.values import ReduceOp
+
+
+class CollectiveStrategy(Strategy):
+    """Base of the synchronous all-reduce strategies: one process per replica."""
+
+    def __init__(self, *, cluster_resolver: object | None = None, communication_options: CommunicationOptions | None = None) -> None:
+        self._options = communication_options or CommunicationOptions()
+        self._timeout_s = self._options.resolved_timeout_s()
+        self._owns_group = False
+        super().__init__(cluster_resolver=cluster_resolver)
+
+    @abc.abstractmethod
+    def _resolve(self) -> tuple[int, int, int, int, str, int, torch.device]:
+        """Returns (rank, world_size, local_rank, local_world_size, master_addr, master_port, device)."""
+
+    @override
+    def _setup(self) -> None:
+        rank, world_size, local_rank, local_world_size, addr, port, device = self._resolve()
+        self._num_replicas, self._replica_id, self._device = world_size, rank, device
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        elif "OMP_NUM_THREADS" not in os.environ:
+            # Each replica gets its share of the host's cores; oversubscribing
+            # them makes every replica, and so every step, slower.
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+            torch.set_num_threads(max(1, cores // local_world_size))
+        if world_size == 1:
+            return
+        if dist.is_initialized():
+            if dist.get_world_size() != world_size or dist.get_rank() != rank:
+                raise RuntimeError(
+                    f"A process group of world_size={dist.get_world_size()} already exists in this process; "
+                    f"a strategy for world_size={world_size} cannot join it. Create one strategy per process."
+                )
+            return
+        collectives.init_process_group(
+            rank=rank, world_size=world_size, master_addr=addr, master_port=port,
+            backend=self._options.backend(device.type), timeout_s=self._timeout_s,
+        )
+        self._owns_group = True
+        atexit.register(self._teardown)
+
+    @override
+    def _wrap_module(self, module: nn.Module) -> nn.Module:
+        module = module.to(self._device)
+        if self._num_replicas == 1:
+            return module
+        bucket_mb = self._options.bytes_per_pack / 2**20 if self._options.bytes_per_pack else None
+        return collectives.wrap_ddp(module, device=self._device, bucket_cap_mb=bucket_mb)
+
+    @override
+    def _all_reduce(self, tensor: torch.Tensor, op: ReduceOp) -> torch.Tensor:
+        if self._num_replicas == 1:
+            return tensor
+        return collectives.all_reduce(tensor, op.to_torch(), timeout_s=self._timeout_s)
+
+    @override
+    def _input_context(self) -> InputContext:
+        return InputContext(
+            num_input_pipelines=self._num_replicas,
+            input_pipeline_id=self._replica_id,
+            num_replicas_in_sync=self._num_replicas,
+        )
+
+    @override
+    def _teardown(self) -> None:
+        if self._owns_group:
+            collectives.destroy_process_group()
+            self._owns_group = False

@@ -1,0 +1,602 @@
+"""Who this process is in the training job: ``ClusterSpec`` and the cluster resolvers.
+
+A resolver reads the job's layout from one source (explicit arguments,
+``TF_CONFIG``, torchrun's variables or SLURM's) and offers two views of it:
+TensorFlow's (``cluster_spec()``, ``task_type``, ``task_id``) and torch's view
+of the synchronous all-reduce group (``rank``, ``world_size``, ``local_rank``,
+``master_addr``, ...). ``resolve_cluster`` picks the source. This module is
+pure Python and never imports torch: starting a process group belongs to the
+strategies. SLURM's nodelist syntax is parsed in ``_slurm.py``.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import json
+import os
+import re
+import warnings
+from collections.abc import Mapping
+
+from typing_extensions import override
+
+from stratagem.distribute._slurm import read_slurm_layout
+from stratagem.errors import ConfigurationError
+
+__all__ = [
+    "ClusterSpec", "ClusterResolver", "SimpleClusterResolver", "TFConfigClusterResolver",
+    "TorchrunClusterResolver", "SlurmClusterResolver", "resolve_cluster",
+]
+
+CHIEF, WORKER, PS, EVALUATOR = "chief", "worker", "ps", "evaluator"
+_JOB_NAMES = (CHIEF, WORKER, PS, EVALUATOR)
+_TF_CONFIG_KEYS = ("cluster", "task", "rpc_layer", "environment")
+_LOOPBACK = "127.0.0.1"
+_TORCH_DEFAULT_PORT = 29500  # torchrun's default, used only when nobody else must agree on it
+_DIGITS = re.compile(r"[0-9]+")
+_INTEGER = re.compile(r"\s*-?[0-9]+\s*")
+
+
+def _clip(value: object, limit: int = 200) -> str:
+    """repr() of a received value, cut short so a huge TF_CONFIG cannot flood a log."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _parse_address(address: str, slot: str, where: str) -> tuple[str, int]:
+    """Splits ``host:port`` or ``[ipv6]:port`` into (host, port); ``slot`` names it in errors."""
+    example = "Use 'host:port', for example 'node1:2222', or '[::1]:2222' for IPv6."
+    received = f"Received: {slot}={address!r}"
+    if address.startswith("["):
+        host, closed, rest = address[1:].partition("]")
+        if not closed or (rest and not rest.startswith(":")):
+            raise ConfigurationError(f"{where} address {slot} has an unclosed or misplaced ']'. {example} {received}")
+        port = rest[1:]
+    else:
+        host, colon, port = address.rpartition(":")
+        if not colon:
+            host, port = address, ""
+        elif ":" in host:
+            raise ConfigurationError(
+                f"{where} address {slot} looks like an IPv6 address without brackets, so its port is "
+                f"ambiguous. Put the host in brackets: '[{host}]:{port}'. {received}"
+            )
+    if not port:
+        raise ConfigurationError(f"{where} address {slot} has no port; every task needs one. {example} {received}")
+    if not host:
+        raise ConfigurationError(f"{where} address {slot} has an empty host. {example} {received}")
+    if not _DIGITS.fullmatch(port) or not 1 <= int(port) <= 65535:
+        raise ConfigurationError(
+            f"{where} address {slot} has port {port!r}, but a port is an integer from 1 to 65535. "
+            f"Use the port the task listens on. {received}"
+        )
+    return host, int(port)
+
+
+def _check_cluster_dict(cluster: object, where: str) -> dict[str, list[str]]:
+    """Validates a job -> addresses mapping and returns a plain copy of it."""
+    if not isinstance(cluster, Mapping):
+        raise ConfigurationError(
+            f"{where} cluster must be an object that maps job names to lists of 'host:port' addresses, "
+            'for example {"worker": ["node1:2222", "node2:2222"]}. Set the cluster this way. '
+            f"Received: cluster={_clip(cluster)}"
+        )
+    checked: dict[str, list[str]] = {}
+    seen: dict[tuple[str, int], tuple[str, str]] = {}  # (host, port) -> (slot, address)
+    for job_name, addresses in cluster.items():
+        if not isinstance(addresses, (list, tuple)) or not all(isinstance(a, str) for a in addresses):
+            raise ConfigurationError(
+                f"{where} cluster[{job_name!r}] must be a list of 'host:port' strings, one per task. "
+                f"Write it as a JSON list of strings. Received: cluster[{job_name!r}]={_clip(addresses)}"
+            )
+        for index, address in enumerate(addresses):
+            slot = f"cluster[{job_name!r}][{index}]"
+            host, port = _parse_address(address, slot, where)
+            if (host.lower(), port) in seen:
+                other_slot, other_address = seen[(host.lower(), port)]
+                raise ConfigurationError(
+                    f"{where} lists one address for two tasks, {other_slot} and {slot}: each task is its own "
+                    "process and needs its own host:port (TF rejects this as one task listed twice). Give "
+                    f"each task a distinct address. Received: {other_slot}={other_address!r}, {slot}={address!r}"
+                )
+            seen[(host.lower(), port)] = (slot, address)
+        checked[job_name] = list(addresses)
+    return checked
+
+
+class ClusterSpec:
+    """Mapping of job name -> list of 'host:port' addresses, as ``tf.train.ClusterSpec``.
+
+    Task ``i`` of a job is the ``i``-th address in its list. Addresses are
+    checked when the spec is built: each needs a host and a port in 1..65535
+    (IPv6 hosts in brackets), and no address may appear twice.
+
+    Args:
+        cluster: A dict such as ``{"worker": ["node1:2222", "node2:2222"]}``,
+            or another ``ClusterSpec`` to copy.
+
+    Raises:
+        ConfigurationError: If the mapping or any address is malformed.
+
+    Example:
+        >>> spec = ClusterSpec({"chief": ["node0:2222"], "worker": ["node1:2222"]})
+        >>> spec.jobs
+        ['chief', 'worker']
+        >>> spec.task_address("worker", 0)
+        'node1:2222'
+    """
+
+    def __init__(self, cluster: dict[str, list[str]] | ClusterSpec) -> None:
+        source = cluster.as_dict() if isinstance(cluster, ClusterSpec) else cluster
+        self._cluster = _check_cluster_dict(source, "ClusterSpec")
+
+    def as_dict(self) -> dict[str, list[str]]:
+        """Returns a copy as ``{job_name: [address, ...]}``, jobs sorted by name."""
+        return {job: list(self._cluster[job]) for job in self.jobs}
+
+    @property
+    def jobs(self) -> list[str]:
+        """The job names, sorted."""
+        return sorted(self._cluster)
+
+    def num_tasks(self, job_name: str) -> int:
+        """Returns the number of tasks of ``job_name``; raises ``ValueError`` for an unknown job."""
+        return len(self._addresses(job_name))
+
+    def task_address(self, job_name: str, task_index: int) -> str:
+        """Returns the 'host:port' of task ``task_index`` of ``job_name``; raises ``ValueError`` if absent."""
+        addresses = self._addresses(job_name)
+        if not 0 <= task_index < len(addresses):
+            raise ValueError(
+                f"Job {job_name!r} has {len(addresses)} tasks, so task_index must be in "
+                f"0..{len(addresses) - 1}. Pass a valid index. Received: task_index={task_index}"
+            )
+        return addresses[task_index]
+
+    def _addresses(self, job_name: str) -> list[str]:
+        if job_name not in self._cluster:
+            raise ValueError(
+                f"The cluster has no job {job_name!r}; its jobs are {self.jobs}. Use one of them. "
+                f"Received: job_name={job_name!r}"
+            )
+        return self._cluster[job_name]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ClusterSpec) and self._cluster == other._cluster
+
+    def __repr__(self) -> str:
+        return f"ClusterSpec({self.as_dict()!r})"
+
+    def __bool__(self) -> bool:
+        return bool(self._cluster)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Placement:
+    """This process's place in the job, as a resolver hands it to ``ClusterResolver``."""
+
+    task_type: str | None
+    task_id: int | None
+    rank: int | None
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    master_addr: str
+    master_port: int
+
+
+class ClusterResolver(abc.ABC):
+    """What a strategy needs to know about the job, shaped like TF's ``ClusterResolver``.
+
+    The TF view is ``cluster_spec()``, ``task_type`` and ``task_id``. The torch
+    view describes the synchronous all-reduce group, which is the chief (if
+    any) followed by the workers: ``rank`` is ``None`` for tasks outside it
+    (``ps``, ``evaluator``), and ``local_rank``/``local_world_size`` count
+    group members on this host (``0`` and ``1`` outside the group). A
+    resolver validates its source when it is constructed.
+
+    Example:
+        >>> resolver = SimpleClusterResolver({"worker": ["h1:2222", "h2:2222"]}, "worker", 1)
+        >>> resolver.rank, resolver.world_size, resolver.is_chief()
+        (1, 2, False)
+    """
+
+    # The TF view; rpc_layer is TF's protocol field (e.g. "grpc"), kept but unused.
+    task_type: str | None  # "chief", "worker", "ps" or "evaluator"
+    task_id: int | None  # index of this task within its job
+    rpc_layer: str | None
+    # The torch view of the all-reduce group. Set once by __init__; treat as read-only.
+    rank: int | None  # None for tasks outside the group (ps, evaluator)
+    world_size: int  # members of the group
+    local_rank: int  # index among group members on this host
+    local_world_size: int  # group members on this host
+    master_addr: str  # host of rank 0; an IPv6 host without brackets
+    master_port: int  # port of rank 0
+
+    def __init__(self, placement: _Placement, *, rpc_layer: str | None = None) -> None:
+        for field in dataclasses.fields(placement):
+            setattr(self, field.name, getattr(placement, field.name))
+        self.rpc_layer = rpc_layer
+
+    @abc.abstractmethod
+    def cluster_spec(self) -> ClusterSpec:
+        """Returns the cluster; empty where the source lists no task addresses (torchrun, SLURM)."""
+
+    def is_chief(self) -> bool:
+        """Returns whether this process is rank 0 of the group, the one that writes files."""
+        return self.rank == 0
+
+    def __repr__(self) -> str:
+        host = f"[{self.master_addr}]" if ":" in self.master_addr else self.master_addr
+        return (
+            f"{type(self).__name__}(task_type={self.task_type!r}, task_id={self.task_id}, rank={self.rank}, "
+            f"world_size={self.world_size}, master={host}:{self.master_port})"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class _TaskNames:
+    """How a source spells the task fields, so that messages quote the user's own words."""
+
+    where: str
+    task_type: str
+    task_id: str
+
+
+_TF_CONFIG_NAMES = _TaskNames("TF_CONFIG", "task.type", "task.index")
+_EXPLICIT_NAMES = _TaskNames("SimpleClusterResolver", "task_type", "task_id")
+
+
+def _count(spec: ClusterSpec, job_name: str) -> int:
+    return spec.num_tasks(job_name) if job_name in spec.jobs else 0
+
+
+def _check_jobs(spec: ClusterSpec, where: str) -> None:
+    """Checks the TF job rules: known names, at most one chief and one evaluator, someone to train."""
+    valid = ", ".join(repr(name) for name in _JOB_NAMES)
+    for job_name in spec.jobs:
+        if job_name not in _JOB_NAMES:
+            raise ConfigurationError(
+                f"{where} cluster has an unknown job {job_name!r}; the valid job names are {valid}. "
+                f"Rename the job to one of them. Received: job_name={job_name!r}"
+            )
+    for job_name, role, fix in (
+        (CHIEF, "rank 0 of the group", "make the others 'worker' tasks"),
+        (EVALUATOR, "TF's single side-car evaluator", "remove the others"),
+    ):
+        if _count(spec, job_name) > 1:
+            raise ConfigurationError(
+                f"{where} cluster has {_count(spec, job_name)} {job_name!r} tasks, but there is at most one: "
+                f"it is {role}. List one address and {fix}. "
+                f"Received: cluster[{job_name!r}]={_clip(spec.as_dict()[job_name])}"
+            )
+    if not _count(spec, CHIEF) and not _count(spec, WORKER):
+        raise ConfigurationError(
+            f"{where} cluster has neither a 'chief' nor a 'worker' task, so no process would train. "
+            f"Add a 'worker' list (and optionally one 'chief'). Received: cluster={_clip(spec.as_dict())}"
+        )
+
+
+def _resolve_task(spec: ClusterSpec, task_type: object, task_id: object, names: _TaskNames) -> tuple[str, int]:
+    """Validates (task_type, task_id) against the cluster; infers them for a one-task cluster."""
+    total = sum(spec.num_tasks(job) for job in spec.jobs)
+    if task_type is None and task_id is None:
+        if total == 1:
+            return next(job for job in spec.jobs if spec.num_tasks(job)), 0
+        raise ConfigurationError(
+            f"{names.where} does not say which task this process is, and the cluster has {total} tasks. "
+            f"Set {names.task_type} and {names.task_id}. Received: {names.task_type}=None, {names.task_id}=None"
+        )
+    valid = [job for job in spec.jobs if spec.num_tasks(job)]
+    if task_type not in valid:
+        raise ConfigurationError(
+            f"{names.where} task type is not a job of the cluster: the valid task types here are "
+            f"{', '.join(map(repr, valid))}. Set {names.task_type} to one of them. "
+            f"Received: {names.task_type}={_clip(task_type)}"
+        )
+    if not isinstance(task_id, int) or isinstance(task_id, bool):
+        raise ConfigurationError(
+            f"{names.where} task index must be an integer. Set {names.task_id} to a whole number such "
+            f"as 0, written without quotes. Received: {names.task_id}={_clip(task_id)}"
+        )
+    count = spec.num_tasks(task_type)
+    if not 0 <= task_id < count:
+        allowed = {1: "0", 2: "0 or 1"}.get(count, f"in 0..{count - 1}")
+        raise ConfigurationError(
+            f"{names.where} task index is out of range: the cluster has {count} {task_type!r} "
+            f"task{'s' if count > 1 else ''}, so the index must be {allowed}. Set {names.task_id} to a "
+            f"valid index. Received: {names.task_id}={task_id}"
+        )
+    return str(task_type), task_id
+
+
+def _placement_from_spec(spec: ClusterSpec, task_type: str, task_id: int) -> _Placement:
+    # NOTE: as in TF's MultiWorkerMirroredStrategy the all-reduce group is the
+    # chief, then the workers in index order; with no chief, worker 0 leads.
+    group = [(CHIEF, 0)] * _count(spec, CHIEF) + [(WORKER, i) for i in range(_count(spec, WORKER))]
+    addresses = [_parse_address(spec.task_address(job, i), f"cluster[{job!r}][{i}]", "ClusterSpec") for job, i in group]
+    hosts = [host.lower() for host, _ in addresses]
+    rank = group.index((task_type, task_id)) if (task_type, task_id) in group else None
+    local_rank, local_world_size = 0, 1  # a ps or evaluator task is alone outside the group
+    if rank is not None:
+        # Hosts are compared as written: 'localhost' and '127.0.0.1' count as different hosts.
+        same_host = [r for r, host in enumerate(hosts) if host == hosts[rank]]
+        local_rank, local_world_size = same_host.index(rank), len(same_host)
+    return _Placement(task_type, task_id, rank, len(group), local_rank, local_world_size, *addresses[0])
+
+
+class SimpleClusterResolver(ClusterResolver):
+    """A resolver for a cluster given in code, like ``tf.distribute.cluster_resolver.SimpleClusterResolver``.
+
+    Args:
+        cluster_spec: A ``ClusterSpec`` or a dict of job name -> addresses.
+        task_type: This process's job ('chief', 'worker', 'ps', 'evaluator').
+            May be left out, with ``task_id``, when the cluster has one task.
+        task_id: This process's index within its job.
+        rpc_layer: TF's RPC protocol name, kept for compatibility; unused.
+
+    Raises:
+        ConfigurationError: If the cluster or the task is invalid.
+
+    Example:
+        >>> spec = {"chief": ["h0:2222"], "worker": ["h1:2222", "h2:2222"]}
+        >>> SimpleClusterResolver(spec, "worker", 0).rank
+        1
+    """
+
+    def __init__(
+        self,
+        cluster_spec: ClusterSpec | dict[str, list[str]],
+        task_type: str | None = None,
+        task_id: int | None = None,
+        *,
+        rpc_layer: str | None = None,
+    ) -> None:
+        self._spec = ClusterSpec(cluster_spec)
+        _check_jobs(self._spec, _EXPLICIT_NAMES.where)
+        task = _resolve_task(self._spec, task_type, task_id, _EXPLICIT_NAMES)
+        super().__init__(_placement_from_spec(self._spec, *task), rpc_layer=rpc_layer)
+
+    @override
+    def cluster_spec(self) -> ClusterSpec:
+        return ClusterSpec(self._spec)
+
+
+class TFConfigClusterResolver(ClusterResolver):
+    """A resolver that reads TensorFlow's ``TF_CONFIG`` JSON.
+
+    ``TF_CONFIG`` holds ``{"cluster": {job: [addresses]}, "task": {"type":
+    ..., "index": ...}}`` and optionally TF's ``"rpc_layer"`` and
+    ``"environment"`` strings. ``"task"`` may be left out when the cluster has
+    a single task. Other keys are ignored with one warning on the chief.
+
+    Args:
+        environ: Variables to read; default ``os.environ``.
+
+    Raises:
+        ConfigurationError: If ``TF_CONFIG`` is unset, is not valid JSON, or
+            describes an invalid cluster or task.
+
+    Example:
+        >>> env = {"TF_CONFIG": '{"cluster": {"worker": ["h1:2222", "h2:2222"]},'
+        ...                     ' "task": {"type": "worker", "index": 0}}'}
+        >>> TFConfigClusterResolver(env).is_chief()
+        True
+    """
+
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        config = _load_tf_config(os.environ if environ is None else environ)
+        self._spec = ClusterSpec(_check_cluster_dict(config.get("cluster"), "TF_CONFIG"))
+        _check_jobs(self._spec, "TF_CONFIG")
+        task = config.get("task") or {}
+        task_type, task_id = _resolve_task(self._spec, task.get("type"), task.get("index"), _TF_CONFIG_NAMES)
+        self.environment: str = config.get("environment") or ""  # TF's field; no effect here
+        super().__init__(_placement_from_spec(self._spec, task_type, task_id), rpc_layer=config.get("rpc_layer"))
+        ignored = [k for k in config if k not in _TF_CONFIG_KEYS]
+        ignored += [f"task.{k}" for k in task if k not in ("type", "index")]
+        if ignored and self.is_chief():
+            # Warned on the chief only, so a 64-task job logs it once.
+            warnings.warn(f"TF_CONFIG keys {ignored} are not used by stratagem and are ignored.", stacklevel=2)
+
+    @override
+    def cluster_spec(self) -> ClusterSpec:
+        return ClusterSpec(self._spec)
+
+
+def _load_tf_config(environ: Mapping[str, str]) -> dict:
+    text = environ.get("TF_CONFIG", "")
+    if not text.strip():
+        raise ConfigurationError(
+            "TF_CONFIG is not set, so there is no cluster to read. Set TF_CONFIG to the job's JSON, or "
+            f"use resolve_cluster(), which falls back to other sources. Received: TF_CONFIG={text!r}"
+        )
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ConfigurationError(
+            f"TF_CONFIG is not valid JSON: {err.msg} at line {err.lineno} column {err.colno} (char {err.pos}). "
+            f"Fix the JSON; check quotes, which must be double. Received: TF_CONFIG={_clip(text)}"
+        ) from err
+    if not isinstance(config, dict):
+        raise ConfigurationError(
+            'TF_CONFIG must be a JSON object such as {"cluster": {...}, "task": {...}}. Set it that way. '
+            f"Received: TF_CONFIG={_clip(text)}"
+        )
+    if config.get("task") is not None and not isinstance(config["task"], dict):
+        raise ConfigurationError(
+            'TF_CONFIG task must be an object such as {"type": "worker", "index": 0}. Set it that way. '
+            f"Received: task={_clip(config['task'])}"
+        )
+    for key in ("rpc_layer", "environment"):
+        if config.get(key) is not None and not isinstance(config[key], str):
+            raise ConfigurationError(
+                f"TF_CONFIG {key} must be a string, as in TF. Set it to one or remove it. "
+                f"Received: {key}={_clip(config[key])}"
+            )
+    return config
+
+
+def _torchrun_var(environ: Mapping[str, str], name: str, default: str | None = None) -> str:
+    value = environ.get(name) or default
+    if value is None:
+        raise ConfigurationError(
+            f"{name} is not set, but torchrun sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT together, "
+            f"so this environment is incomplete. Set {name}, or start the job with torchrun or "
+            f"`stratagem run`. Received: {name}=<unset>"
+        )
+    return value
+
+
+def _torchrun_int(
+    environ: Mapping[str, str], name: str, default: int | None = None, *, minimum: int = 0, maximum: int | None = None
+) -> int:
+    raw = _torchrun_var(environ, name, None if default is None else str(default))
+    if not _INTEGER.fullmatch(raw) or not minimum <= int(raw) <= (maximum or int(raw)):
+        expected = f"from {minimum} to {maximum}" if maximum else f"of at least {minimum}"
+        raise ConfigurationError(
+            f"{name} must be an integer {expected}. Set it to one, or start the job with torchrun, "
+            f"which sets it. Received: {name}={raw!r}"
+        )
+    return int(raw)
+
+
+def _check_below(index: int, index_name: str, size: int, size_name: str) -> None:
+    if index >= size:
+        raise ConfigurationError(
+            f"{index_name} must be less than {size_name}, so it runs from 0 to {size - 1}. Fix the "
+            f"variables, which torchrun sets consistently. Received: {index_name}={index}, {size_name}={size}"
+        )
+
+
+class TorchrunClusterResolver(ClusterResolver):
+    """A resolver that reads the variables torchrun (and ``stratagem run``) set.
+
+    Reads ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``,
+    ``MASTER_ADDR`` and ``MASTER_PORT``; each process is a ``'worker'`` with
+    ``task_id == rank``. Absent ``LOCAL_RANK``/``LOCAL_WORLD_SIZE`` default to
+    ``RANK``/``WORLD_SIZE``, taking all processes to be on this host. A lone
+    process may leave out ``MASTER_ADDR`` (127.0.0.1) and ``MASTER_PORT``
+    (29500, torchrun's default); a larger job must set both.
+    ``cluster_spec()`` is empty: torchrun names no address but the master's.
+
+    Args:
+        environ: Variables to read; default ``os.environ``.
+
+    Raises:
+        ConfigurationError: If a variable is missing, not an integer, or out of range.
+
+    Example:
+        >>> env = {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "h0", "MASTER_PORT": "29500"}
+        >>> TorchrunClusterResolver(env).local_rank
+        1
+    """
+
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        env = os.environ if environ is None else environ
+        rank, world_size = _torchrun_int(env, "RANK"), _torchrun_int(env, "WORLD_SIZE", minimum=1)
+        _check_below(rank, "RANK", world_size, "WORLD_SIZE")
+        local_rank = _torchrun_int(env, "LOCAL_RANK", rank)
+        local_world_size = _torchrun_int(env, "LOCAL_WORLD_SIZE", world_size, minimum=1)
+        _check_below(local_rank, "LOCAL_RANK", local_world_size, "LOCAL_WORLD_SIZE")
+        # A lone process has no peers to meet, so nobody needs to agree on an address.
+        alone = world_size == 1
+        master_addr = _torchrun_var(env, "MASTER_ADDR", _LOOPBACK if alone else None)
+        default_port = _TORCH_DEFAULT_PORT if alone else None
+        master_port = _torchrun_int(env, "MASTER_PORT", default_port, minimum=1, maximum=65535)
+        placement = _Placement(WORKER, rank, rank, world_size, local_rank, local_world_size, master_addr, master_port)
+        super().__init__(placement)
+
+    @override
+    def cluster_spec(self) -> ClusterSpec:
+        return ClusterSpec({})
+
+
+class SlurmClusterResolver(ClusterResolver):
+    """A resolver that reads the variables ``srun`` sets for each task.
+
+    Rank and world size are ``SLURM_PROCID`` and ``SLURM_NTASKS``. Hosts come
+    from ``SLURM_STEP_NODELIST`` (else ``SLURM_JOB_NODELIST``), tasks per node
+    from ``SLURM_STEP_TASKS_PER_NODE`` (else ``SLURM_NTASKS_PER_NODE``, else
+    ``SLURM_TASKS_PER_NODE``), and the local rank from ``SLURM_LOCALID`` and
+    ``SLURM_NODEID``, else from SLURM's default block placement. The master
+    is the first host; its port is ``port``, else ``MASTER_PORT``, else
+    ``15000 + SLURM_JOB_ID % 20000``, which every task computes alike on its
+    own. Each task is a ``'worker'`` with ``task_id == rank``, and
+    ``cluster_spec()`` is empty. Run under ``srun``: a batch script alone is
+    one process that sees the allocation's ``SLURM_NTASKS``, and would wait
+    for peers that never start.
+
+    Args:
+        environ: Variables to read; default ``os.environ``.
+        port: Rendezvous port of rank 0, overriding the variables.
+
+    Raises:
+        ConfigurationError: If a variable is missing or malformed, or the
+            task layout disagrees with ``SLURM_NTASKS``.
+
+    Example:
+        >>> env = {"SLURM_PROCID": "2", "SLURM_NTASKS": "4", "SLURM_JOB_ID": "7",
+        ...        "SLURM_JOB_NODELIST": "gpu[1-2]", "SLURM_TASKS_PER_NODE": "2(x2)"}
+        >>> r = SlurmClusterResolver(env)
+        >>> r.master_addr, r.master_port, r.local_rank
+        ('gpu1', 15007, 0)
+    """
+
+    def __init__(self, environ: Mapping[str, str] | None = None, port: int | None = None) -> None:
+        layout = read_slurm_layout(os.environ if environ is None else environ, port)
+        super().__init__(_Placement(WORKER, layout.rank, *layout))
+
+    @override
+    def cluster_spec(self) -> ClusterSpec:
+        return ClusterSpec({})
+
+
+def resolve_cluster(
+    *,
+    cluster_spec: ClusterSpec | dict[str, list[str]] | None = None,
+    task_type: str | None = None,
+    task_id: int | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ClusterResolver | None:
+    """Finds out who this process is in the job, from the first source that is present.
+
+    Explicit args > TF_CONFIG > torchrun vars (RANK present) > SLURM
+    (SLURM_PROCID and SLURM_NTASKS present) > None (single process). A source
+    that is present but malformed raises; it never falls through to the next.
+
+    Args:
+        cluster_spec: An explicit cluster; ``task_type``/``task_id`` then name this task.
+        task_type: This process's job, with ``cluster_spec``.
+        task_id: This process's index within its job, with ``cluster_spec``.
+        environ: Variables to read; default ``os.environ``.
+
+    Returns:
+        A resolver, or ``None`` when nothing describes a multi-process job.
+
+    Raises:
+        ConfigurationError: If the chosen source is malformed, or a task is
+            given without ``cluster_spec``.
+
+    Example:
+        >>> resolve_cluster(environ={}) is None
+        True
+        >>> resolve_cluster(environ={"RANK": "0", "WORLD_SIZE": "1"}).world_size
+        1
+    """
+    env = os.environ if environ is None else environ
+    if cluster_spec is not None:
+        return SimpleClusterResolver(cluster_spec, task_type, task_id)
+    if task_type is not None or task_id is not None:
+        raise ConfigurationError(
+            "task_type and task_id name a task of a cluster, but no cluster_spec was given. Pass "
+            "cluster_spec too, or leave all three unset to read the environment. "
+            f"Received: cluster_spec=None, task_type={task_type!r}, task_id={task_id!r}"
+        )
+    if env.get("TF_CONFIG", "").strip():
+        return TFConfigClusterResolver(env)
+    if "RANK" in env:
+        return TorchrunClusterResolver(env)
+    if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
+        return SlurmClusterResolver(env)
+    return None

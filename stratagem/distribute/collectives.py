@@ -1,0 +1,196 @@
+"""Thin wrappers over torch.distributed: rendezvous, all-reduce, DDP wrapping.
+
+Every wait here has a timeout, and every failure names the rank and the
+operation. The store's listening socket is bound by us to the chief's address
+(loopback unless the user names another), because torch's own TCPStore server
+would listen on every interface.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import socket
+import time
+from collections.abc import Iterator
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from stratagem.errors import CollectiveTimeoutError
+
+_JOIN_KEY = "stratagem/joined/{rank}"
+
+
+def init_process_group(
+    *, rank: int, world_size: int, master_addr: str, master_port: int, backend: str, timeout_s: float
+) -> None:
+    """Joins the job's process group, failing within ``timeout_s`` if a peer is missing.
+
+    Raises:
+        CollectiveTimeoutError: If the chief is unreachable, or a rank did not
+            join in time; the message names the missing ranks.
+    """
+    if _is_loopback(master_addr):
+        # NOTE: gloo otherwise binds to the address of the machine's hostname,
+        # which may face the network; a loopback job must stay on loopback.
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", _loopback_interface())
+    store = _connect_store(rank=rank, master_addr=master_addr, master_port=master_port, timeout_s=timeout_s)
+    _wait_for_ranks(store, rank=rank, world_size=world_size, timeout_s=timeout_s)
+    kwargs = {}
+    if backend == "nccl":
+        kwargs["device_id"] = torch.device("cuda", torch.cuda.current_device())
+    dist.init_process_group(
+        backend,
+        store=dist.PrefixStore("stratagem/pg", store),
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(seconds=timeout_s),
+        **kwargs,
+    )
+    # Keep the store alive as long as the group: rank 0 serves it.
+    global _store
+    _store = store
+
+
+_store: dist.Store | None = None
+
+
+def destroy_process_group() -> None:
+    """Leaves the process group if one is active; safe to call twice."""
+    global _store
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+    _store = None
+
+
+def _connect_store(*, rank: int, master_addr: str, master_port: int, timeout_s: float) -> dist.TCPStore:
+    timeout = datetime.timedelta(seconds=timeout_s)
+    if rank == 0:
+        listener = _bind_listener(master_addr, master_port)
+        store = dist.TCPStore(
+            master_addr, master_port, is_master=True, timeout=timeout,
+            wait_for_workers=False, master_listen_fd=listener.detach(),
+        )
+        return store
+    try:
+        return dist.TCPStore(master_addr, master_port, is_master=False, timeout=timeout)
+    except (RuntimeError, dist.DistError) as err:
+        raise CollectiveTimeoutError(
+            f"[rank {rank}] Could not reach the chief (rank 0) at {master_addr}:{master_port} within "
+            f"{timeout_s:g}s: it did not start, died, or is not reachable from here. Check that rank 0 "
+            f"is running and that MASTER_ADDR/MASTER_PORT (or TF_CONFIG) name it. "
+            f"Received: master_addr={master_addr!r}, master_port={master_port}, timeout_s={timeout_s:g}",
+            operation="rendezvous", rank=rank, timeout_s=timeout_s,
+        ) from err
+
+
+def _bind_listener(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as err:
+        sock.close()
+        raise OSError(
+            f"[rank 0] Cannot listen on {host}:{port} for the job's rendezvous: {err.strerror}. "
+            f"Pick a free port (MASTER_PORT, or the launcher's --master-port). Received: master_port={port}"
+        ) from err
+    sock.listen(128)
+    return sock
+
+
+def _wait_for_ranks(store: dist.Store, *, rank: int, world_size: int, timeout_s: float) -> None:
+    store.set(_JOIN_KEY.format(rank=rank), "1")
+    deadline = time.monotonic() + timeout_s
+    keys = [_JOIN_KEY.format(rank=r) for r in range(world_size)]
+    while True:
+        try:
+            if store.check(keys):
+                return
+        except (RuntimeError, dist.DistError) as err:
+            raise CollectiveTimeoutError(
+                f"[rank {rank}/{world_size}] Lost the connection to the chief (rank 0) during rendezvous: "
+                "it probably exited. Received: operation='rendezvous'",
+                operation="rendezvous", rank=rank, timeout_s=timeout_s,
+            ) from err
+        if time.monotonic() >= deadline:
+            missing = [r for r, key in enumerate(keys) if not store.check([key])]
+            raise CollectiveTimeoutError(
+                f"[rank {rank}/{world_size}] Rank(s) {missing} did not join the job within {timeout_s:g}s, "
+                "so training cannot start (every step needs all replicas). Start the missing worker(s), "
+                "or raise the timeout with CommunicationOptions(timeout_seconds=...) or "
+                f"STRATAGEM_TIMEOUT_S. Received: missing_ranks={missing}, world_size={world_size}",
+                operation="rendezvous", rank=rank, timeout_s=timeout_s,
+            )
+        time.sleep(0.05)
+
+
+def all_reduce(tensor: torch.Tensor, op: dist.ReduceOp, *, timeout_s: float) -> torch.Tensor:
+    """All-reduces a copy of ``tensor`` across the group and returns it."""
+    out = tensor.detach().clone().contiguous()
+    with collective_errors("all_reduce", timeout_s=timeout_s):
+        dist.all_reduce(out, op=op)
+    return out
+
+
+@contextlib.contextmanager
+def collective_errors(operation: str, *, timeout_s: float) -> Iterator[None]:
+    """Turns a backend's timeout into ``CollectiveTimeoutError`` naming rank and operation."""
+    try:
+        yield
+    except (RuntimeError, dist.DistError) as err:
+        rank, world_size = dist.get_rank(), dist.get_world_size()
+        if "timed out" in str(err).lower() or "timeout" in str(err).lower():
+            raise CollectiveTimeoutError(
+                f"[rank {rank}/{world_size}] {operation} did not complete within {timeout_s:g}s: a peer "
+                "is stuck or gone. Received: operation={operation!r}",
+                operation=operation, rank=rank, timeout_s=timeout_s,
+            ) from err
+        raise RuntimeError(f"[rank {rank}/{world_size}] {operation} failed: {err}") from err
+
+
+def wrap_ddp(module: nn.Module, *, device: torch.device, bucket_cap_mb: float | None) -> nn.Module:
+    """Wraps ``module`` in DDP whose gradient all-reduce SUMS instead of averaging.
+
+    Why sum: stratagem divides each replica's loss by the *global* batch size
+    (tf.distribute's rule), so the sum of the replicas' gradients is exactly the
+    gradient of the mean loss over the global batch, also when the last batch
+    splits unevenly. DDP's default would divide by the world size again.
+    """
+    kwargs: dict[str, object] = {}
+    if device.type == "cuda":
+        kwargs["device_ids"] = [device.index]
+    if bucket_cap_mb:
+        kwargs["bucket_cap_mb"] = bucket_cap_mb
+    ddp = nn.parallel.DistributedDataParallel(module, **kwargs)
+    ddp.register_comm_hook(state=None, hook=_allreduce_sum_hook)
+    return ddp
+
+
+def _allreduce_sum_hook(state: object, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    work = dist.all_reduce(bucket.buffer(), op=dist.ReduceOp.SUM, async_op=True)
+    return work.get_future().then(lambda fut: fut.value()[0])
+
+
+# DDP validates a hook by its annotations; with postponed evaluation they are
+# strings, so give it the real types.
+_allreduce_sum_hook.__annotations__ = {
+    "state": object, "bucket": dist.GradBucket, "return": torch.futures.Future[torch.Tensor],
+}
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return all(info[4][0].startswith("127.") or info[4][0] == "::1" for info in infos)
+
+
+def _loopback_interface() -> str:
+    names = [name for _, name in socket.if_nameindex() if name.startswith("lo")]
+    return names[0] if names else "lo"

@@ -1,0 +1,85 @@
+"""``CommunicationOptions``: how the replicas of a synchronous strategy talk.
+
+The names follow ``tf.distribute.experimental.CommunicationOptions``; each
+field says which torch.distributed setting it becomes.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from dataclasses import dataclass
+
+DEFAULT_TIMEOUT_S = 300.0
+TIMEOUT_ENV = "STRATAGEM_TIMEOUT_S"
+
+
+class CommunicationImplementation(str, enum.Enum):
+    """Collective backend: ``AUTO`` picks NCCL on CUDA devices and gloo elsewhere."""
+
+    AUTO = "auto"
+    RING = "ring"  # gloo's ring all-reduce, on CPU tensors
+    NCCL = "nccl"
+
+
+@dataclass(frozen=True)
+class CommunicationOptions:
+    """Options for the collectives of ``MirroredStrategy`` and ``MultiWorkerMirroredStrategy``.
+
+    Args:
+        bytes_per_pack: Size of the gradient buckets that are all-reduced
+            together (DDP's ``bucket_cap_mb``); 0 keeps DDP's default of 25 MB.
+        timeout_seconds: How long a rendezvous or collective may wait for a
+            peer before failing with ``CollectiveTimeoutError``. ``None`` reads
+            ``STRATAGEM_TIMEOUT_S`` (the launcher's ``--timeout``), else 300 s.
+        implementation: ``"auto"``, ``"ring"`` (gloo) or ``"nccl"``.
+
+    Example:
+        >>> options = CommunicationOptions(timeout_seconds=30)
+        >>> strategy = MultiWorkerMirroredStrategy(communication_options=options)  # doctest: +SKIP
+    """
+
+    bytes_per_pack: int = 0
+    timeout_seconds: float | None = None
+    implementation: CommunicationImplementation | str = CommunicationImplementation.AUTO
+
+    def __post_init__(self) -> None:
+        if self.bytes_per_pack < 0:
+            raise ValueError(f"bytes_per_pack must be >= 0. Received: bytes_per_pack={self.bytes_per_pack}")
+        if self.timeout_seconds is not None and self.timeout_seconds <= 0:
+            raise ValueError(f"timeout_seconds must be positive. Received: timeout_seconds={self.timeout_seconds}")
+        try:
+            _implementation(self.implementation)
+        except ValueError:
+            valid = ", ".join(repr(m.value) for m in CommunicationImplementation)
+            raise ValueError(
+                f"Unknown implementation. Expected one of {valid}. Received: implementation={self.implementation!r}"
+            ) from None
+
+    def resolved_timeout_s(self) -> float:
+        """The timeout in force: the explicit one, else the environment's, else the default."""
+        if self.timeout_seconds is not None:
+            return float(self.timeout_seconds)
+        raw = os.environ.get(TIMEOUT_ENV)
+        if raw is None:
+            return DEFAULT_TIMEOUT_S
+        try:
+            value = float(raw)
+        except ValueError:
+            value = -1.0
+        if value <= 0:
+            raise ValueError(f"{TIMEOUT_ENV} must be a positive number of seconds. Received: {TIMEOUT_ENV}={raw!r}")
+        return value
+
+    def backend(self, device_type: str) -> str:
+        """The torch.distributed backend name for replicas on ``device_type``."""
+        impl = _implementation(self.implementation)
+        if impl is CommunicationImplementation.NCCL or (impl is CommunicationImplementation.AUTO and device_type == "cuda"):
+            return "nccl"
+        return "gloo"
+
+
+def _implementation(value: CommunicationImplementation | str) -> CommunicationImplementation:
+    if isinstance(value, CommunicationImplementation):
+        return value
+    return CommunicationImplementation(str(value).lower())

@@ -1,0 +1,186 @@
+"""The ``Strategy`` base class: the tf.distribute surface, written once.
+
+A replica is a process (as in torch DDP): ``run`` calls ``fn`` once, for this
+process's replica, and cross-replica work goes through ``_all_reduce``.
+Subclasses implement only the underscore hooks; they never override the
+public methods.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+import torch
+from torch import nn
+
+from stratagem.distribute import context
+from stratagem.distribute.input_context import InputContext
+from stratagem.distribute.values import PerReplica, ReduceOp, unwrap
+
+T = TypeVar("T")
+
+
+class Strategy(abc.ABC):
+    """Decides where replicas run and how their state is kept in sync.
+
+    Use a concrete subclass (``OneDeviceStrategy``, ``MirroredStrategy``,
+    ``MultiWorkerMirroredStrategy``). Build and compile models inside
+    ``strategy.scope()``; ``Model.fit`` then trains on every replica.
+    """
+
+    def __init__(self, *, cluster_resolver: Any | None = None) -> None:
+        self._cluster_resolver = cluster_resolver
+        self._num_replicas = 1
+        self._replica_id = 0
+        self._device = torch.device("cpu")
+        self._setup()
+
+    # ---- public, TF-shaped -------------------------------------------------
+    @property
+    def num_replicas_in_sync(self) -> int:
+        """Number of replicas that take part in every step."""
+        return self._num_replicas
+
+    @property
+    def cluster_resolver(self) -> Any | None:
+        """The ``ClusterResolver`` this strategy was built from, if any."""
+        return self._cluster_resolver
+
+    @property
+    def replica_id_in_sync_group(self) -> int:
+        """Index of this process's replica, in ``[0, num_replicas_in_sync)``."""
+        return self._replica_id
+
+    @property
+    def device(self) -> torch.device:
+        """The device this process's replica computes on."""
+        return self._device
+
+    @property
+    def is_chief(self) -> bool:
+        """True on the one replica that writes files (checkpoints, logs, exports)."""
+        return self._is_chief()
+
+    @contextlib.contextmanager
+    def scope(self) -> Iterator[Strategy]:
+        """Makes this the current strategy: models built inside use it."""
+        context.push(self)
+        try:
+            yield self
+        finally:
+            context.pop(self)
+
+    def run(self, fn: Callable[..., T], args: tuple = (), kwargs: dict | None = None) -> T:
+        """Calls ``fn(*args, **kwargs)`` once, for this process's replica.
+
+        ``PerReplica`` arguments are unwrapped to this replica's value.
+        """
+        args = tuple(a.value if isinstance(a, PerReplica) else a for a in args)
+        kwargs = {k: (v.value if isinstance(v, PerReplica) else v) for k, v in (kwargs or {}).items()}
+        return fn(*args, **kwargs)
+
+    def reduce(self, reduce_op: ReduceOp | str, value: torch.Tensor | PerReplica, axis: int | None = None) -> torch.Tensor:
+        """Combines ``value`` across replicas, and along ``axis`` first if given.
+
+        ``MEAN`` with an ``axis`` averages over every element of that axis on
+        every replica (weighting each replica by its element count), as
+        ``tf.distribute.Strategy.reduce`` does.
+
+        Example:
+            >>> total = strategy.reduce("sum", per_replica_loss, axis=None)  # doctest: +SKIP
+        """
+        op = ReduceOp.parse(reduce_op)
+        tensor = unwrap(value)
+        if axis is None:
+            out = self._all_reduce(tensor, ReduceOp.SUM if op is ReduceOp.MEAN else op)
+            return out / self._num_replicas if op is ReduceOp.MEAN else out
+        if op in (ReduceOp.SUM, ReduceOp.MEAN):
+            local_sum = tensor.sum(dim=axis)
+            if op is ReduceOp.SUM:
+                return self._all_reduce(local_sum, ReduceOp.SUM)
+            count = torch.tensor(float(tensor.shape[axis]), dtype=local_sum.dtype, device=local_sum.device)
+            packed = self._all_reduce(torch.cat([local_sum.reshape(-1), count.reshape(1)]), ReduceOp.SUM)
+            return (packed[:-1] / packed[-1]).reshape(local_sum.shape)
+        local = tensor.amax(dim=axis) if op is ReduceOp.MAX else tensor.amin(dim=axis)
+        return self._all_reduce(local, op)
+
+    def gather(self, value: torch.Tensor | PerReplica, axis: int = 0) -> torch.Tensor:
+        """Concatenates every replica's ``value`` along ``axis``, in replica order.
+
+        Replicas may hold different lengths along ``axis`` (the last batch of
+        an epoch); the other dimensions must match.
+        """
+        tensor = unwrap(value)
+        if self._num_replicas == 1:
+            return tensor
+        moved = tensor.movedim(axis, 0)
+        sizes = torch.zeros(self._num_replicas, dtype=torch.float64, device=tensor.device)
+        sizes[self._replica_id] = moved.shape[0]
+        sizes = self._all_reduce(sizes, ReduceOp.SUM).long().tolist()
+        # All-reduce of zero-padded slots: each replica writes only its own rows,
+        # so the sum is the concatenation. Uses the one collective every strategy has.
+        offset = sum(sizes[: self._replica_id])
+        buffer = torch.zeros((sum(sizes), *moved.shape[1:]), dtype=moved.dtype, device=moved.device)
+        buffer[offset : offset + moved.shape[0]] = moved
+        return self._all_reduce(buffer, ReduceOp.SUM).movedim(0, axis)
+
+    def experimental_distribute_dataset(self, dataset: Iterable[Any], options: Any | None = None) -> Any:
+        """Splits each global batch of ``dataset`` into this replica's share.
+
+        Every process iterates the same global batches (the ``DATA`` auto-shard
+        policy) and keeps its contiguous rows, so each example of a batch goes
+        to exactly one replica.
+        """
+        from stratagem.data.distributed import DistributedDataset
+
+        return DistributedDataset(dataset, input_context=self._input_context(), split_batches=True)
+
+    def distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], Iterable[Any]], options: Any | None = None) -> Any:
+        """Calls ``dataset_fn(input_context)`` to build this replica's own pipeline.
+
+        The function's dataset must already yield per-replica batches; use
+        ``input_context.get_per_replica_batch_size(global_batch_size)`` and
+        shard by ``input_context.input_pipeline_id``.
+        """
+        from stratagem.data.distributed import DistributedDataset
+
+        ctx = self._input_context()
+        return DistributedDataset(dataset_fn(ctx), input_context=ctx, split_batches=False)
+
+    def distribute_module(self, module: nn.Module) -> nn.Module:
+        """Returns ``module`` placed on this replica's device with gradients kept in sync.
+
+        For custom training loops; ``Model.fit`` does this itself. Backward
+        through the returned module SUMS gradients across replicas, so scale
+        each replica's loss with ``stratagem.nn.compute_average_loss``.
+        """
+        return self._wrap_module(module)
+
+    # ---- what a subclass implements ----------------------------------------
+    @abc.abstractmethod
+    def _setup(self) -> None:
+        """Sets ``_num_replicas``, ``_replica_id`` and ``_device``; joins the process group."""
+
+    @abc.abstractmethod
+    def _wrap_module(self, module: nn.Module) -> nn.Module:
+        """Places ``module`` and returns what the training step should call."""
+
+    @abc.abstractmethod
+    def _all_reduce(self, tensor: torch.Tensor, op: ReduceOp) -> torch.Tensor:
+        """Returns ``op`` (SUM, MAX or MIN) of ``tensor`` over every replica."""
+
+    @abc.abstractmethod
+    def _input_context(self) -> InputContext:
+        """The ``InputContext`` of this process's input pipeline."""
+
+    def _is_chief(self) -> bool:
+        return self._replica_id == 0
+
+    def _teardown(self) -> None:
+        """Releases the process group; the default strategy has none."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(num_replicas_in_sync={self._num_replicas}, device={self._device})"

@@ -1,0 +1,52 @@
+"""The environment contract between the launcher and its worker processes.
+
+Variables a worker reads, and who sets them:
+
+- ``RANK``: global index of the process in the all-reduce group. Set by
+  ``stratagem run`` (or torchrun).
+- ``WORLD_SIZE``: number of processes in the group. Launcher.
+- ``LOCAL_RANK`` / ``LOCAL_WORLD_SIZE``: index and count of the processes on
+  this host; picks the GPU. Launcher.
+- ``MASTER_ADDR`` / ``MASTER_PORT``: where rank 0 serves the rendezvous.
+  Launcher: ``127.0.0.1`` and a free port unless ``--master-addr`` /
+  ``--master-port`` name others.
+- ``STRATAGEM_LAUNCHED``: ``1`` in processes the stratagem launcher started.
+- ``STRATAGEM_TIMEOUT_S``: rendezvous and collective timeout. Launcher's
+  ``--timeout``; the user may set it too.
+- ``TF_CONFIG``: the TensorFlow cluster spec. Set by the user (one per host,
+  TensorFlow style); passed through when the launcher starts one process per
+  host, dropped when it starts ``-n N`` local replicas (they use the variables
+  above instead).
+- ``PYTHONUNBUFFERED``: ``1``, so a worker's lines reach the launcher as they
+  are printed. Launcher.
+"""
+
+from __future__ import annotations
+
+LAUNCHED_ENV = "STRATAGEM_LAUNCHED"
+
+
+def worker_env(
+    *,
+    rank: int,
+    world_size: int,
+    local_rank: int,
+    local_world_size: int,
+    master_addr: str,
+    master_port: int,
+    timeout_s: float | None,
+) -> dict[str, str]:
+    """The variables the launcher sets for one worker (merged over the parent's environment)."""
+    env = {
+        "RANK": str(rank),
+        "WORLD_SIZE": str(world_size),
+        "LOCAL_RANK": str(local_rank),
+        "LOCAL_WORLD_SIZE": str(local_world_size),
+        "MASTER_ADDR": master_addr,
+        "MASTER_PORT": str(master_port),
+        LAUNCHED_ENV: "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    if timeout_s is not None:
+        env["STRATAGEM_TIMEOUT_S"] = f"{timeout_s:g}"
+    return env

@@ -1,0 +1,215 @@
+"""Start, watch and stop the worker processes of one job on this host.
+
+Each worker's output is passed through line by line with a ``[rank r]``
+prefix. The first worker to fail stops the job: the others are terminated
+(SIGTERM, then SIGKILL after a grace period), and ``WorkerFailedError``
+carries the failing rank, its exit code and the last lines of its stderr.
+Workers die with the supervisor (Linux ``PR_SET_PDEATHSIG``), so no orphan
+survives it, even when the supervisor itself is killed.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from typing import IO
+
+from stratagem.errors import WorkerFailedError
+from stratagem.launcher.environment import worker_env
+from stratagem.launcher.ports import find_free_port
+
+TAIL_LINES = 20
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """What to start: ``command`` once per local process.
+
+    Args:
+        command: The worker command line, e.g. ``(sys.executable, "train.py", "--epochs", "3")``.
+        num_processes: Processes (replicas) on this host; ``None`` starts one
+            process and passes ``TF_CONFIG`` through (TensorFlow-style multi-host).
+        nnodes: Hosts in the job.
+        node_rank: Index of this host.
+        master_addr: Address of rank 0's rendezvous; loopback by default.
+        master_port: Its port; a free one is picked on single-host jobs.
+        timeout_s: Rendezvous and collective timeout given to the workers.
+        grace_period_s: How long stopped workers get before SIGKILL.
+    """
+
+    command: tuple[str, ...]
+    num_processes: int | None = 1
+    nnodes: int = 1
+    node_rank: int = 0
+    master_addr: str = "127.0.0.1"
+    master_port: int | None = None
+    timeout_s: float | None = None
+    grace_period_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.num_processes is not None and self.num_processes < 1:
+            raise ValueError(f"num_processes must be at least 1. Received: num_processes={self.num_processes}")
+        if not 0 <= self.node_rank < self.nnodes:
+            raise ValueError(f"node_rank must be in [0, {self.nnodes}). Received: node_rank={self.node_rank}")
+        if self.nnodes > 1 and self.master_port is None:
+            raise ValueError(
+                "A multi-host job needs the same --master-port on every host. "
+                f"Received: nnodes={self.nnodes}, master_port=None"
+            )
+
+
+def run(config: LaunchConfig) -> int:
+    """Runs the job to completion; returns 0 when every worker succeeded.
+
+    Raises:
+        WorkerFailedError: When a worker exits non-zero or is killed; every
+            other worker has been stopped by then.
+    """
+    workers = _start_workers(config)
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)} \
+        if threading.current_thread() is threading.main_thread() else {}
+    try:
+        failed = _watch(workers, stop)
+    finally:
+        _stop_all(workers, config.grace_period_s)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if failed is not None:
+        raise _failure(failed, len(workers) if config.num_processes else 1)
+    if stop.is_set():
+        return 130
+    return 0
+
+
+def relaunch_current_script(num_processes: int) -> int:
+    """Re-runs this Python program as ``num_processes`` workers; returns the exit code.
+
+    Used by ``MirroredStrategy`` when a script is started with plain
+    ``python train.py``: this process becomes the supervisor.
+    """
+    command = (sys.executable, *sys.orig_argv[1:])
+    try:
+        return run(LaunchConfig(command=command, num_processes=num_processes))
+    except WorkerFailedError as err:
+        print(f"stratagem: {err}", file=sys.stderr, flush=True)
+        return err.exit_code
+
+
+@dataclass
+class _Worker:
+    rank: int
+    process: subprocess.Popen[bytes]
+    tail: collections.deque[str]
+    readers: list[threading.Thread]
+
+
+def _start_workers(config: LaunchConfig) -> list[_Worker]:
+    base_env = dict(os.environ)
+    if config.num_processes is None:
+        return [_spawn(config.command, base_env, rank=0, label="worker")]
+    if "TF_CONFIG" in base_env:
+        warnings.warn("TF_CONFIG is ignored for the -n local replicas: they use RANK/WORLD_SIZE/MASTER_* instead.", stacklevel=3)
+        base_env.pop("TF_CONFIG")
+    port = config.master_port or find_free_port(config.master_addr)
+    world_size = config.num_processes * config.nnodes
+    workers = []
+    for local_rank in range(config.num_processes):
+        rank = config.node_rank * config.num_processes + local_rank
+        env = base_env | worker_env(
+            rank=rank, world_size=world_size, local_rank=local_rank, local_world_size=config.num_processes,
+            master_addr=config.master_addr, master_port=port, timeout_s=config.timeout_s,
+        )
+        workers.append(_spawn(config.command, env, rank=rank, label=f"rank {rank}"))
+    return workers
+
+
+def _spawn(command: tuple[str, ...], env: dict[str, str], *, rank: int, label: str) -> _Worker:
+    process = subprocess.Popen(
+        list(command), env=env, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_die_with_parent,
+    )
+    tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+    readers = [
+        threading.Thread(target=_pump, args=(process.stdout, sys.stdout, f"[{label}] ", None), daemon=True),
+        threading.Thread(target=_pump, args=(process.stderr, sys.stderr, f"[{label}] ", tail), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    return _Worker(rank, process, tail, readers)
+
+
+def _pump(source: IO[bytes], sink: IO[str], prefix: str, tail: collections.deque[str] | None) -> None:
+    for raw in iter(source.readline, b""):
+        line = raw.decode("utf-8", errors="replace").rstrip("\n")
+        if tail is not None:
+            tail.append(line)
+        try:
+            sink.write(prefix + line + "\n")
+            sink.flush()
+        except (OSError, ValueError):  # our own output closed: keep draining the pipe
+            pass
+    source.close()
+
+
+def _watch(workers: list[_Worker], stop: threading.Event) -> _Worker | None:
+    """Waits until every worker exits 0 (returns None), one fails (returns it), or stop is set."""
+    while not stop.is_set():
+        running = False
+        for worker in workers:
+            code = worker.process.poll()
+            if code is None:
+                running = True
+            elif code != 0:
+                return worker
+        if not running:
+            return None
+        stop.wait(0.05)
+    return None
+
+
+def _stop_all(workers: list[_Worker], grace_period_s: float) -> None:
+    for worker in workers:
+        if worker.process.poll() is None:
+            worker.process.terminate()
+    deadline = time.monotonic() + grace_period_s
+    for worker in workers:
+        try:
+            worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            worker.process.kill()
+            worker.process.wait()
+    for worker in workers:
+        for reader in worker.readers:
+            reader.join(timeout=5)
+
+
+def _failure(worker: _Worker, world_size: int) -> WorkerFailedError:
+    code = worker.process.returncode
+    if code < 0:
+        reason = f"was killed by {signal.Signals(-code).name}"
+        exit_code = 128 - code
+    else:
+        reason, exit_code = f"exited with code {code}", code
+    tail = "\n".join(worker.tail)
+    message = (
+        f"Worker rank {worker.rank} (of {world_size}) {reason}; the other workers were stopped. "
+        f"Last {len(worker.tail)} lines of its stderr:\n{tail}"
+    )
+    return WorkerFailedError(message, rank=worker.rank, exit_code=exit_code, log_tail=tail)
+
+
+def _die_with_parent() -> None:
+    # NOTE: runs in the child between fork and exec. PR_SET_PDEATHSIG makes the
+    # kernel SIGKILL the worker if the supervisor dies, even by SIGKILL.
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)

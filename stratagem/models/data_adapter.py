@@ -1,0 +1,125 @@
+"""Turns what ``fit``/``evaluate``/``predict`` receive into this replica's batches.
+
+Each adapter yields ``(local_batch, global_batch_size, positions)``:
+``positions`` are the global indices of the local rows (``predict`` uses them
+to put gathered outputs back in order). Every process walks the same global
+batches in the same order, so the replicas always run the same number of
+steps and each example of a batch goes to exactly one replica.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from stratagem._nest import batch_size_of, map_structure
+from stratagem.data.distributed import DistributedDataset, _as_tensor
+from stratagem.distribute.input_context import check_global_batch_size, replica_slice
+from stratagem.distribute.strategy import Strategy
+
+Batch = tuple[Any, int, torch.Tensor]
+
+
+class ArrayAdapter:
+    """In-memory arrays or tensors (and tuples/dicts of them), batched by ``batch_size``."""
+
+    def __init__(self, data: Any, *, batch_size: int, shuffle: bool, seed: int, strategy: Strategy) -> None:
+        self.data = map_structure(_as_tensor, data)
+        self.num_samples = batch_size_of(self.data)
+        _check_same_length(self.data, self.num_samples)
+        check_global_batch_size(batch_size, strategy.num_replicas_in_sync)
+        self.batch_size, self.shuffle, self.seed = batch_size, shuffle, seed
+        self.replicas, self.replica_id = strategy.num_replicas_in_sync, strategy.replica_id_in_sync_group
+        self.steps = -(-self.num_samples // batch_size)
+
+    def epoch(self, epoch: int) -> Iterator[Batch]:
+        if self.shuffle:
+            # Same seed on every replica (fit agrees on it first), so they all
+            # cut the same global batches and keep disjoint shares of them.
+            generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            order = torch.randperm(self.num_samples, generator=generator)
+        else:
+            order = torch.arange(self.num_samples)
+        for start in range(0, self.num_samples, self.batch_size):
+            rows = order[start : start + self.batch_size]
+            mine = rows[replica_slice(len(rows), self.replicas, self.replica_id)]
+            yield map_structure(lambda t: t[mine], self.data), len(rows), mine
+
+
+class IterableAdapter:
+    """Any iterable of global batches (``(x, y)`` tuples, a DataLoader, a ``DistributedDataset``)."""
+
+    def __init__(self, data: Iterable[Any], *, strategy: Strategy) -> None:
+        if isinstance(data, DistributedDataset):
+            self.source = data
+        else:
+            self.source = strategy.experimental_distribute_dataset(data)
+        self.replicas, self.replica_id = strategy.num_replicas_in_sync, strategy.replica_id_in_sync_group
+        self.num_samples: int | None = None
+        try:
+            self.steps: int | None = len(data)  # type: ignore[arg-type]
+        except TypeError:
+            self.steps = None
+
+    def epoch(self, epoch: int) -> Iterator[Batch]:
+        offset = 0
+        for local, global_size in self.source.iter_with_global_batch_size():
+            rows = replica_slice(global_size, self.replicas, self.replica_id)
+            yield local, global_size, torch.arange(offset + rows.start, offset + rows.stop)
+            offset += global_size
+
+
+def make_adapter(x: Any, y: Any, sample_weight: Any, *, batch_size: int | None, shuffle: bool, seed: int,
+                 strategy: Strategy) -> ArrayAdapter | IterableAdapter:
+    """Picks the adapter for ``x`` (arrays/tensors, or an iterable of batches)."""
+    if _is_array(x) or (isinstance(x, (tuple, list, dict)) and _is_array(_first(x))):
+        data = tuple(d for d in (x, y, sample_weight) if d is not None)
+        data = data if len(data) > 1 else data[0]
+        return ArrayAdapter(data, batch_size=batch_size or 32, shuffle=shuffle, seed=seed, strategy=strategy)
+    if y is not None:
+        raise ValueError(
+            "y must be None when x is an iterable of batches (it yields (x, y) pairs itself). "
+            f"Received: x of type {type(x).__name__}, y of type {type(y).__name__}"
+        )
+    if batch_size is not None:
+        raise ValueError(
+            "batch_size must not be given when x yields batches: the batches are already made. "
+            f"Received: batch_size={batch_size}"
+        )
+    if not isinstance(x, Iterable):
+        raise TypeError(f"x must be arrays, tensors or an iterable of batches. Received: x of type {type(x).__name__}")
+    return IterableAdapter(x, strategy=strategy)
+
+
+def unpack(data: Any) -> tuple[Any, Any, Any]:
+    """Splits a batch into ``(x, y, sample_weight)`` as Keras does."""
+    if isinstance(data, (tuple, list)):
+        if len(data) == 1:
+            return data[0], None, None
+        if len(data) == 2:
+            return data[0], data[1], None
+        if len(data) == 3:
+            return data[0], data[1], data[2]
+        raise ValueError(f"A batch must be x, (x,), (x, y) or (x, y, sample_weight). Received: a tuple of {len(data)}")
+    return data, None, None
+
+
+def _is_array(value: Any) -> bool:
+    return isinstance(value, (np.ndarray, torch.Tensor))
+
+
+def _first(structure: Any) -> Any:
+    return next(iter(structure.values())) if isinstance(structure, dict) else (structure[0] if structure else None)
+
+
+def _check_same_length(data: Any, expected: int) -> None:
+    lengths: list[int] = []
+    map_structure(lambda t: lengths.append(int(t.shape[0])), data)
+    if any(length != expected for length in lengths):
+        raise ValueError(
+            "x, y and sample_weight must have the same number of examples (first axis). "
+            f"Received: lengths={lengths}"
+        )

@@ -1,0 +1,161 @@
+"""The loops behind ``fit``, ``evaluate`` and ``predict``, top to bottom.
+
+Every replica runs these same loops in lockstep: the same number of steps,
+and the same collectives (gradient all-reduce inside backward, metric
+all-reduce when logs are read) at the same points. Anything that could make
+one replica take a different path from another is a hang waiting to happen.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from stratagem.callbacks import CallbackList, History
+from stratagem.models.data_adapter import ArrayAdapter, Batch, IterableAdapter
+
+Adapter = ArrayAdapter | IterableAdapter
+
+
+def fit(model: Any, train: Adapter, *, epochs: int, initial_epoch: int, steps_per_epoch: int | None,
+        callbacks: CallbackList, history: History, validation: Adapter | None, validation_steps: int | None,
+        validation_freq: int) -> History:
+    feeder = _EpochFeeder(train, steps_per_epoch)
+    model.stop_training = False
+    callbacks.call("on_train_begin", None)
+    logs: dict[str, float] = {}
+    for epoch in range(initial_epoch, epochs):
+        model.reset_metrics()
+        model.module.train()
+        callbacks.call("on_epoch_begin", epoch, None)
+        for step, (batch, global_batch_size, _) in enumerate(feeder.epoch(epoch)):
+            callbacks.call("on_train_batch_begin", step, None)
+            model._global_batch_size = global_batch_size
+            model.train_step(batch)
+            # Reading logs is a collective: decided by the callback set, which
+            # is identical on every replica, never by the chief alone.
+            batch_logs = model.get_metrics_result() if callbacks.wants("on_train_batch_end") else None
+            callbacks.call("on_train_batch_end", step, batch_logs)
+            if model.stop_training:
+                break
+        logs = model.get_metrics_result()
+        if feeder.exhausted:
+            model.stop_training = True
+        if validation is not None and (epoch + 1) % validation_freq == 0:
+            val_logs = evaluate(model, validation, steps=validation_steps, callbacks=None)
+            logs.update({f"val_{key}": value for key, value in val_logs.items()})
+        callbacks.call("on_epoch_end", epoch, logs)
+        if model.stop_training:
+            break
+    callbacks.call("on_train_end", logs)
+    return history
+
+
+def evaluate(model: Any, data: Adapter, *, steps: int | None, callbacks: CallbackList | None) -> dict[str, float]:
+    model.reset_metrics()
+    model.module.eval()
+    _call(callbacks, "on_test_begin", None)
+    with torch.no_grad():
+        for step, (batch, global_batch_size, _) in enumerate(_take(data.epoch(0), steps)):
+            _call(callbacks, "on_test_batch_begin", step, None)
+            model._global_batch_size = global_batch_size
+            model.test_step(batch)
+            wants = callbacks is not None and callbacks.wants("on_test_batch_end")
+            _call(callbacks, "on_test_batch_end", step, model.get_metrics_result() if wants else None)
+    logs = model.get_metrics_result()
+    _call(callbacks, "on_test_end", logs)
+    return logs
+
+
+def predict(model: Any, data: Adapter, *, steps: int | None, callbacks: CallbackList | None) -> Any:
+    model.module.eval()
+    outputs: list[Any] = []
+    positions: list[torch.Tensor] = []
+    _call(callbacks, "on_predict_begin", None)
+    with torch.no_grad():
+        for step, (batch, _, rows) in enumerate(_take(data.epoch(0), steps)):
+            _call(callbacks, "on_predict_batch_begin", step, None)
+            outputs.append(model.predict_step(batch))
+            positions.append(rows)
+            _call(callbacks, "on_predict_batch_end", step, None)
+    _call(callbacks, "on_predict_end", None)
+    return _gather_in_order(model.distribute_strategy, outputs, positions)
+
+
+def _gather_in_order(strategy: Any, outputs: list[Any], positions: list[torch.Tensor]) -> Any:
+    """Collects every replica's predictions and puts them back in input order."""
+    if not outputs:
+        raise ValueError("predict received no batches: the input is empty")
+    local_positions = torch.cat(positions)
+    all_positions = strategy.gather(local_positions.to(strategy.device), axis=0).cpu()
+    order = torch.argsort(all_positions)
+
+    def collect(*parts: torch.Tensor) -> Any:
+        gathered = strategy.gather(torch.cat(parts).to(strategy.device), axis=0).cpu()
+        return gathered[order].numpy()
+
+    first = outputs[0]
+    if isinstance(first, torch.Tensor):
+        return collect(*outputs)
+    # Multi-output models: gather each output separately.
+    if isinstance(first, dict):
+        return {key: collect(*(o[key] for o in outputs)) for key in first}
+    return type(first)(collect(*(o[i] for o in outputs)) for i in range(len(first)))
+
+
+class _EpochFeeder:
+    """Yields each epoch's batches; with ``steps_per_epoch``, one stream across epochs (Keras)."""
+
+    def __init__(self, adapter: Adapter, steps_per_epoch: int | None) -> None:
+        self.adapter, self.steps = adapter, steps_per_epoch
+        self.exhausted = False
+        self._passes = 0
+        self._stream: Iterator[Batch] | None = None
+
+    def epoch(self, epoch: int) -> Iterator[Batch]:
+        if self.steps is None:
+            yield from self.adapter.epoch(epoch)
+            return
+        for _ in range(self.steps):
+            batch = self._next()
+            if batch is None:
+                return
+            yield batch
+
+    def _next(self) -> Batch | None:
+        if self._stream is None:
+            self._stream = self.adapter.epoch(self._passes)
+        try:
+            return next(self._stream)
+        except StopIteration:
+            pass
+        if isinstance(self.adapter, ArrayAdapter):
+            # Arrays start a new, reshuffled pass when one runs out.
+            self._passes += 1
+            self._stream = self.adapter.epoch(self._passes)
+            return next(self._stream)
+        # All replicas iterate the same global batches, so they run out together.
+        warnings.warn(
+            "The input ran out of data before steps_per_epoch * epochs steps; training stops here. "
+            "Make the dataset repeat(), or lower steps_per_epoch.", stacklevel=2,
+        )
+        self.exhausted = True
+        return None
+
+
+def _take(batches: Iterator[Batch], steps: int | None) -> Iterator[Batch]:
+    for step, batch in enumerate(batches):
+        if steps is not None and step >= steps:
+            return
+        yield batch
+
+
+def _call(callbacks: CallbackList | None, hook: str, *args: Any) -> None:
+    if callbacks is not None:
+        callbacks.call(hook, *args)
+
+
+__all__ = ["fit", "evaluate", "predict"]

@@ -1,0 +1,116 @@
+"""``run_workers``: run a function in N real worker processes on 127.0.0.1, with a deadline.
+
+Each worker gets the launcher's environment contract (``RANK``,
+``WORLD_SIZE``, ``MASTER_ADDR``, ...), so strategies built inside it join a
+real gloo process group. Results come back through a local multiprocessing
+queue. At the deadline every worker is killed and the error lists what each
+rank was doing; an exception in any worker is re-raised with every rank's
+traceback.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from stratagem.launcher.environment import worker_env
+from stratagem.launcher.ports import find_free_port
+
+
+def run_workers(fn: Callable[..., Any], world_size: int = 2, *, args: tuple = (), timeout_s: float = 60.0,
+                env: dict[str, str] | None = None) -> list[Any]:
+    """Runs ``fn(rank, world_size, *args)`` in ``world_size`` processes; returns results by rank.
+
+    Args:
+        fn: A module-level function (it is pickled by reference).
+        world_size: Number of worker processes.
+        args: Extra arguments, pickled to each worker.
+        timeout_s: Deadline for the whole run.
+        env: Extra environment variables for the workers.
+
+    Raises:
+        RuntimeError: If a worker raised or died; includes every rank's traceback.
+        TimeoutError: If the deadline passed; the workers are killed first.
+    """
+    ctx = mp.get_context("spawn")
+    results: mp.Queue = ctx.Queue()
+    port = find_free_port("127.0.0.1")
+    processes = [
+        ctx.Process(target=_worker_main, args=(fn, rank, world_size, port, args, env or {}, timeout_s, results), daemon=True)
+        for rank in range(world_size)
+    ]
+    for process in processes:
+        process.start()
+    try:
+        return _collect(processes, results, world_size, timeout_s)
+    finally:
+        for process in processes:
+            if process.is_alive():
+                process.kill()
+            process.join(timeout=5)
+
+
+def _collect(processes: list[Any], results: mp.Queue, world_size: int, timeout_s: float) -> list[Any]:
+    deadline = time.monotonic() + timeout_s
+    outcomes: dict[int, tuple[str, Any]] = {}
+    while len(outcomes) < world_size:
+        try:
+            rank, status, payload = results.get(timeout=0.2)
+            outcomes[rank] = (status, payload)
+            continue
+        except queue.Empty:
+            pass
+        for rank, process in enumerate(processes):
+            if rank not in outcomes and process.exitcode is not None and results.empty():
+                outcomes[rank] = ("error", f"process exited with code {process.exitcode} without a result")
+        if time.monotonic() > deadline:
+            pending = [r for r in range(world_size) if r not in outcomes]
+            raise TimeoutError(f"run_workers: rank(s) {pending} did not finish within {timeout_s:g}s. "
+                               f"Finished: {_describe(outcomes)}")
+        if any(status == "error" for status, _ in outcomes.values()):
+            _grace(processes, outcomes, results, world_size)
+            break
+    errors = {rank: payload for rank, (status, payload) in outcomes.items() if status == "error"}
+    if errors:
+        raise RuntimeError("run_workers: worker(s) failed.\n" + "\n".join(
+            f"--- rank {rank} ---\n{text}" for rank, text in sorted(errors.items())))
+    return [outcomes[rank][1] for rank in range(world_size)]
+
+
+def _grace(processes: list[Any], outcomes: dict[int, tuple[str, Any]], results: mp.Queue, world_size: int) -> None:
+    """After a failure, give the other ranks a moment to report their own error."""
+    end = time.monotonic() + 3.0
+    while len(outcomes) < world_size and time.monotonic() < end:
+        try:
+            rank, status, payload = results.get(timeout=0.2)
+            outcomes[rank] = (status, payload)
+        except queue.Empty:
+            continue
+
+
+def _describe(outcomes: dict[int, tuple[str, Any]]) -> str:
+    return ", ".join(f"rank {r}: {s}" for r, (s, _) in sorted(outcomes.items())) or "none"
+
+
+def _worker_main(fn: Callable[..., Any], rank: int, world_size: int, port: int, args: tuple, env: dict[str, str],
+                 timeout_s: float, results: mp.Queue) -> None:
+    os.environ.update(worker_env(rank=rank, world_size=world_size, local_rank=rank, local_world_size=world_size,
+                                 master_addr="127.0.0.1", master_port=port, timeout_s=None))
+    os.environ.setdefault("STRATAGEM_TIMEOUT_S", f"{max(5.0, timeout_s / 2):g}")
+    os.environ.update(env)
+    import torch
+
+    torch.set_num_threads(1)
+    try:
+        results.put((rank, "ok", fn(rank, world_size, *args)))
+    except BaseException:  # report everything, including SystemExit, to the parent
+        results.put((rank, "error", traceback.format_exc()))
+    finally:
+        from stratagem.distribute import collectives
+
+        collectives.destroy_process_group()
