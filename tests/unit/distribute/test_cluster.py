@@ -518,7 +518,7 @@ def test_task_without_cluster_spec_raises() -> None:
 # ---------------------------------------------------------------- purity
 
 
-@pytest.mark.parametrize("module_name", ["cluster.py", "_slurm.py"])
+@pytest.mark.parametrize("module_name", ["cluster.py", "_cluster_spec.py", "_slurm.py"])
 def test_cluster_modules_do_not_import_torch(module_name: str) -> None:
     source = pathlib.Path(cluster_module.__file__).with_name(module_name).read_text()
     imported: set[str] = set()
