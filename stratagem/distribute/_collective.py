@@ -21,6 +21,7 @@ from stratagem.distribute.input_context import InputContext
 from stratagem.distribute.options import CommunicationOptions
 from stratagem.distribute.strategy import Strategy
 from stratagem.distribute.values import ReduceOp
+from stratagem.launcher import error_file
 
 
 class CollectiveStrategy(Strategy):
@@ -38,6 +39,7 @@ class CollectiveStrategy(Strategy):
 
     @override
     def _setup(self) -> None:
+        error_file.install_excepthook()  # lets the launcher tell the first failure from its echoes
         rank, world_size, local_rank, local_world_size, addr, port, device = self._resolve()
         self._num_replicas, self._replica_id, self._device = world_size, rank, device
         if device.type == "cuda":

@@ -2,7 +2,7 @@
 
 ``read_slurm_layout`` turns the variables ``srun`` sets for each task into
 rank, world size, local rank and master address for ``SlurmClusterResolver``
-(the public class lives in ``cluster.py``, which holds the resolver base).
+(the public class lives in ``cluster.py``; the resolver base is in ``_cluster_spec.py``).
 Here too are SLURM's compact syntaxes: nodelists (``node[01-03,07],gpu5``)
 and tasks per node (``2(x3),1``). Pure Python; no torch import.
 """

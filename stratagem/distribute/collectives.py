@@ -144,11 +144,17 @@ def collective_errors(operation: str, *, timeout_s: float) -> Iterator[None]:
         yield
     except (RuntimeError, dist.DistError) as err:
         rank, world_size = dist.get_rank(), dist.get_world_size()
-        if "timed out" in str(err).lower() or "timeout" in str(err).lower():
+        text = str(err).lower()
+        if "timed out" in text or "timeout" in text:
             raise CollectiveTimeoutError(
                 f"[rank {rank}/{world_size}] {operation} did not complete within {timeout_s:g}s: a peer "
-                "is stuck or gone. Received: operation={operation!r}",
+                f"is stuck or gone. Received: operation={operation!r}, timeout_s={timeout_s:g}",
                 operation=operation, rank=rank, timeout_s=timeout_s,
+            ) from err
+        if "closed by peer" in text or "connection reset" in text:
+            raise RuntimeError(
+                f"[rank {rank}/{world_size}] {operation} failed because a peer closed its connection: "
+                "another worker probably crashed, and its own log says why."
             ) from err
         raise RuntimeError(f"[rank {rank}/{world_size}] {operation} failed: {err}") from err
 

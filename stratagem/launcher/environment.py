@@ -17,6 +17,9 @@ Variables a worker reads, and who sets them:
   TensorFlow style); passed through when the launcher starts one process per
   host, dropped when it starts ``-n N`` local replicas (they use the variables
   above instead).
+- ``STRATAGEM_ERROR_FILE``: where the worker records its uncaught exception
+  (time, type, message) so the launcher can blame the first failure rather than
+  the peers that failed because of it. Launcher.
 - ``PYTHONUNBUFFERED``: ``1``, so a worker's lines reach the launcher as they
   are printed. Launcher.
 """

@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -24,6 +25,7 @@ from typing import IO
 
 from stratagem.errors import WorkerFailedError
 from stratagem.launcher.environment import worker_env
+from stratagem.launcher.error_file import ERROR_FILE_ENV, read_error_file
 from stratagem.launcher.ports import find_free_port
 
 TAIL_LINES = 20
@@ -73,7 +75,12 @@ def run(config: LaunchConfig) -> int:
         WorkerFailedError: When a worker exits non-zero or is killed; every
             other worker has been stopped by then.
     """
-    workers = _start_workers(config)
+    with tempfile.TemporaryDirectory(prefix="stratagem-errors-") as error_dir:
+        return _run_in(config, error_dir)
+
+
+def _run_in(config: LaunchConfig, error_dir: str) -> int:
+    workers = _start_workers(config, error_dir)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)} \
         if threading.current_thread() is threading.main_thread() else {}
@@ -84,7 +91,7 @@ def run(config: LaunchConfig) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if failed is not None:
-        raise _failure(failed, len(workers) if config.num_processes else 1)
+        raise _failure(_root_cause(failed, workers), len(workers) if config.num_processes else 1)
     if stop.is_set():
         return 130
     return 0
@@ -110,12 +117,13 @@ class _Worker:
     process: subprocess.Popen[bytes]
     tail: collections.deque[str]
     readers: list[threading.Thread]
+    error_file: str
 
 
-def _start_workers(config: LaunchConfig) -> list[_Worker]:
+def _start_workers(config: LaunchConfig, error_dir: str) -> list[_Worker]:
     base_env = dict(os.environ)
     if config.num_processes is None:
-        return [_spawn(config.command, base_env, rank=0, label="worker")]
+        return [_spawn(config.command, base_env, rank=0, label="worker", error_dir=error_dir)]
     if "TF_CONFIG" in base_env:
         warnings.warn("TF_CONFIG is ignored for the -n local replicas: they use RANK/WORLD_SIZE/MASTER_* instead.", stacklevel=3)
         base_env.pop("TF_CONFIG")
@@ -128,28 +136,32 @@ def _start_workers(config: LaunchConfig) -> list[_Worker]:
             rank=rank, world_size=world_size, local_rank=local_rank, local_world_size=config.num_processes,
             master_addr=config.master_addr, master_port=port, timeout_s=config.timeout_s,
         )
-        workers.append(_spawn(config.command, env, rank=rank, label=f"rank {rank}"))
+        workers.append(_spawn(config.command, env, rank=rank, label=f"rank {rank}", error_dir=error_dir))
     return workers
 
 
-def _spawn(command: tuple[str, ...], env: dict[str, str], *, rank: int, label: str) -> _Worker:
+def _spawn(command: tuple[str, ...], env: dict[str, str], *, rank: int, label: str, error_dir: str) -> _Worker:
+    error_file = os.path.join(error_dir, f"rank{rank}.json")
     process = subprocess.Popen(
-        list(command), env=env, stdin=subprocess.DEVNULL,
+        list(command), env=env | {ERROR_FILE_ENV: error_file}, stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_die_with_parent,
     )
     tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
     readers = [
-        threading.Thread(target=_pump, args=(process.stdout, sys.stdout, f"[{label}] ", None), daemon=True),
-        threading.Thread(target=_pump, args=(process.stderr, sys.stderr, f"[{label}] ", tail), daemon=True),
+        threading.Thread(target=_pump, args=(process.stdout, sys.stdout, f"[{label}] ", None, rank), daemon=True),
+        threading.Thread(target=_pump, args=(process.stderr, sys.stderr, f"[{label}] ", tail, rank), daemon=True),
     ]
     for reader in readers:
         reader.start()
-    return _Worker(rank, process, tail, readers)
+    return _Worker(rank, process, tail, readers, error_file)
 
 
-def _pump(source: IO[bytes], sink: IO[str], prefix: str, tail: collections.deque[str] | None) -> None:
+def _pump(source: IO[bytes], sink: IO[str], prefix: str, tail: collections.deque[str] | None, rank: int) -> None:
+    # torch's distributed excepthook prefixes traceback lines with "[rankN]: ";
+    # ours already names the rank, so drop the duplicate.
+    torch_prefix = f"[rank{rank}]: "
     for raw in iter(source.readline, b""):
-        line = raw.decode("utf-8", errors="replace").rstrip("\n")
+        line = raw.decode("utf-8", errors="replace").rstrip("\n").removeprefix(torch_prefix)
         if tail is not None:
             tail.append(line)
         try:
@@ -192,11 +204,21 @@ def _stop_all(workers: list[_Worker], grace_period_s: float) -> None:
             reader.join(timeout=5)
 
 
+def _root_cause(first_seen: _Worker, workers: list[_Worker]) -> _Worker:
+    """The worker whose uncaught exception came first; peers that failed because of it come later."""
+    records = [(record["time"], w) for w in workers if (record := read_error_file(w.error_file)) is not None]
+    return min(records, key=lambda item: item[0])[1] if records else first_seen
+
+
 def _failure(worker: _Worker, world_size: int) -> WorkerFailedError:
     code = worker.process.returncode
-    if code < 0:
-        reason = f"was killed by {signal.Signals(-code).name}"
-        exit_code = 128 - code
+    record = read_error_file(worker.error_file)
+    if record is not None:
+        # It raised; a negative code only means we stopped it during its teardown.
+        reason = f"raised {record.get('type')}: {record.get('message')}"
+        exit_code = code if code > 0 else 1
+    elif code < 0:
+        reason, exit_code = f"was killed by {signal.Signals(-code).name}", 128 - code
     else:
         reason, exit_code = f"exited with code {code}", code
     tail = "\n".join(worker.tail)

@@ -1,0 +1,259 @@
+"""Throughput of stratagem's ``fit`` against the plain PyTorch code it replaces (``make bench``).
+
+What is measured: one training epoch of the seed CNN (conv 32x3x3, dense 128,
+dense 10; cross-entropy from logits) on 60,000 synthetic Fashion-MNIST-shaped
+images (float32 in [0, 1], 28x28, int64 labels; fixed seed, no download), with
+a per-replica batch of 64. Three ratios, each "stratagem images/s over plain
+torch images/s", each with a goal:
+
+1. One process, torch's default thread count, SGD(lr=0.01): a hand-written
+   loop against ``Model.compile(optimizer="sgd", ...)`` + ``fit``. Goal
+   >= 0.97x: what fit adds per step (callbacks, loss and metric bookkeeping)
+   must be nearly free.
+2. The same with Adam(lr=1e-3): the loop uses ``torch.optim.Adam`` as most
+   torch code does (torch's default implementation), fit uses ``"adam"``, for
+   which stratagem picks the fused CPU kernel. Goal >= 1.0x: the Keras name
+   must not be slower than the torch default. A loop with ``Adam(fused=True)``
+   is timed too, for information only.
+3. Two gloo processes on 127.0.0.1 with one thread each, SGD: a hand-written
+   ``DistributedDataParallel`` loop against ``MirroredStrategy(num_replicas=2)``
+   + ``fit`` with the global batch of 128. Goal >= 0.95x. Throughput is the
+   images of the epoch over the slowest rank's epoch time.
+
+Why each comparison is fair: both sides train the same initial weights
+(same seed) on the same tensors with the same thread count, and do the same
+work per epoch, which is what fit does: a seeded ``randperm``, batches cut by
+indexing, ``zero_grad(set_to_none=True)``, forward, mean loss, backward, step,
+and the running loss kept as a tensor (no ``.item()`` per step). Both DDP
+sides give each rank the same contiguous half of every global batch of one
+shared permutation, start the clock after a barrier, end the epoch with one
+all-reduce of the loss, and run with ``OMP_NUM_THREADS=1`` and gloo on the
+loopback interface. Each side gets the same untimed warm-up (5 steps; for fit
+a ``fit`` on 5 batches) on a fresh model. On a small, busy machine, noise is
+the enemy: the sides alternate (order flipped on every repeat), every
+measurement is repeated ``--repeats`` times, and each side keeps its best.
+
+Writes ``fit.json`` and ``fit.png`` under ``--out-dir``, prints a table and a
+PASS/FAIL line per goal, and exits 1 if a goal fails. The workloads themselves
+are in ``_fit_workloads.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import _fit_workloads as workloads
+from _fit_workloads import EpochTiming
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One ratio with its threshold: ``candidate`` images/s over ``baseline`` images/s."""
+
+    key: str
+    title: str
+    baseline: str
+    candidate: str
+    threshold: float
+    info: tuple[str, ...] = ()
+
+
+GOALS = (
+    Goal("single_sgd", "1 process, SGD", "sgd_plain", "sgd_fit", 0.97),
+    Goal("single_adam", "1 process, Adam", "adam_plain", "adam_fit", 1.0, info=("adam_plain_fused",)),
+    Goal("ddp_sgd", "2 processes x 1 thread, SGD", "ddp_raw", "ddp_fit", 0.95),
+)
+
+Measurement = Callable[[torch.Tensor, torch.Tensor, float], EpochTiming]
+MEASUREMENTS: dict[str, tuple[str, Measurement]] = {
+    "sgd_plain": ("torch loop, SGD", lambda x, y, t: workloads.time_plain(x, y, optimizer="sgd")),
+    "sgd_fit": ("stratagem fit, sgd", lambda x, y, t: workloads.time_fit(x, y, optimizer="sgd")),
+    "adam_plain": ("torch loop, Adam (default impl.)", lambda x, y, t: workloads.time_plain(x, y, optimizer="adam")),
+    "adam_fit": ("stratagem fit, adam", lambda x, y, t: workloads.time_fit(x, y, optimizer="adam")),
+    "adam_plain_fused": ("torch loop, Adam(fused=True)",
+                         lambda x, y, t: workloads.time_plain(x, y, optimizer="adam_fused")),
+    "ddp_raw": ("torch DDP loop, 2x1 thread", lambda x, y, t: workloads.time_ddp("raw_ddp", x.shape[0], timeout_s=t)),
+    "ddp_fit": ("MirroredStrategy fit, 2x1 thread",
+                lambda x, y, t: workloads.time_ddp("stratagem_fit", x.shape[0], timeout_s=t)),
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--num-images", type=int, default=60_000, help="images per epoch (default 60000)")
+    parser.add_argument("--repeats", type=int, default=2, help="measurements per side; the best counts (default 2)")
+    parser.add_argument("--out-dir", type=Path, default=Path(__file__).resolve().parent / "results",
+                        help="where fit.json and fit.png go (default bench/results)")
+    args = parser.parse_args(argv)
+    min_images = 2 * workloads.WARMUP_STEPS * workloads.PER_REPLICA_BATCH_SIZE * 2
+    if args.num_images < min_images:
+        parser.error(f"--num-images must be at least {min_images} (twice the DDP warm-up). "
+                     f"Received: --num-images={args.num_images}")
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1. Received: --repeats={args.repeats}")
+    return args
+
+
+def run_measurements(x: torch.Tensor, y: torch.Tensor, *, repeats: int, timeout_s: float) -> dict[str, list[EpochTiming]]:
+    """Times every measurement ``repeats`` times, alternating the sides of each goal."""
+    timings: dict[str, list[EpochTiming]] = {name: [] for name in MEASUREMENTS}
+    for repeat in range(repeats):
+        for goal in GOALS:
+            group = (goal.baseline, goal.candidate, *goal.info)
+            # Flip the order on every other repeat, so neither side always runs
+            # first (caches, frequency boost, a neighbour's load).
+            for name in group if repeat % 2 == 0 else group[::-1]:
+                timing = MEASUREMENTS[name][1](x, y, timeout_s)
+                timings[name].append(timing)
+                print(f"  [repeat {repeat + 1}/{repeats}] {MEASUREMENTS[name][0]:<34} "
+                      f"{x.shape[0] / timing.seconds:9.1f} images/s  ({timing.seconds:6.2f} s, "
+                      f"loss {timing.loss:.4f}, {timing.num_threads} threads/process)", flush=True)
+    return timings
+
+
+def summarize(timings: dict[str, list[EpochTiming]], num_images: int) -> dict[str, dict[str, Any]]:
+    """Per goal: each side's best images/s, the ratio, the threshold and the verdict."""
+    best = {name: min(runs, key=lambda timing: timing.seconds) for name, runs in timings.items()}
+    configs: dict[str, dict[str, Any]] = {}
+    for goal in GOALS:
+        baseline, candidate = best[goal.baseline], best[goal.candidate]
+        ratio = baseline.seconds / candidate.seconds
+        configs[goal.key] = {
+            "title": goal.title,
+            "num_threads_per_process": candidate.num_threads,
+            "baseline": goal.baseline, "baseline_label": MEASUREMENTS[goal.baseline][0],
+            "baseline_images_per_s": num_images / baseline.seconds,
+            "candidate": goal.candidate, "candidate_label": MEASUREMENTS[goal.candidate][0],
+            "candidate_images_per_s": num_images / candidate.seconds,
+            "ratio": ratio, "goal": goal.threshold, "passed": ratio >= goal.threshold,
+            "info": {name: {"label": MEASUREMENTS[name][0], "images_per_s": num_images / best[name].seconds,
+                            "candidate_over_this": best[name].seconds / candidate.seconds} for name in goal.info},
+        }
+    return configs
+
+
+def environment(args: argparse.Namespace, load_before: tuple[float, ...]) -> dict[str, Any]:
+    """What the numbers depend on: versions, threads, CPUs, load, date."""
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "torch": torch.__version__, "numpy": np.__version__, "python": platform.python_version(),
+        "platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+        "torch_default_num_threads": torch.get_num_threads(), "cpu_count": workloads.cpu_count(),
+        "load_average_before": list(load_before), "load_average_after": list(_load_average()),
+        "num_images": args.num_images, "repeats": args.repeats,
+    }
+
+
+def workload_description() -> dict[str, Any]:
+    return {
+        "model": "Unflatten(1,28,28) Conv2d(1,32,3) ReLU Flatten Linear(21632,128) ReLU Linear(128,10)",
+        "data": "synthetic float32 in [0,1], 28x28 flattened to 784, int64 labels 0..9, numpy seed "
+                f"{workloads.DATA_SEED}",
+        "per_replica_batch_size": workloads.PER_REPLICA_BATCH_SIZE, "warmup_steps": workloads.WARMUP_STEPS,
+        "loss": "cross-entropy from logits", "epochs_per_measurement": 1,
+    }
+
+
+def print_report(configs: dict[str, dict[str, Any]]) -> None:
+    print(f"\n{'config':<30}{'threads':>8}{'torch img/s':>13}{'fit img/s':>11}{'ratio':>8}{'goal':>9}")
+    for config in configs.values():
+        print(f"{config['title']:<30}{config['num_threads_per_process']:>8}{config['baseline_images_per_s']:>13.1f}"
+              f"{config['candidate_images_per_s']:>11.1f}{config['ratio']:>7.3f}x{config['goal']:>7.2f}x")
+        for info in config["info"].values():
+            print(f"  info: {info['label']}: {info['images_per_s']:.1f} images/s "
+                  f"(fit / this = {info['candidate_over_this']:.3f}x, no goal)")
+    print()
+    for key, config in configs.items():
+        verdict = "PASS" if config["passed"] else "FAIL"
+        print(f"{verdict} {key}: {config['candidate_label']} at {config['ratio']:.3f}x "
+              f"{config['baseline_label']} (goal >= {config['goal']:.2f}x)")
+
+
+def plot(configs: dict[str, dict[str, Any]], path: Path) -> None:
+    """Left: the three ratios with their goal lines. Right: images/s of every side."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    figure, (ratio_axes, speed_axes) = plt.subplots(1, 2, figsize=(12, 4.5))
+    _plot_ratios(ratio_axes, configs)
+    _plot_speeds(speed_axes, configs)
+    figure.suptitle("stratagem fit vs plain PyTorch, one epoch of the seed CNN (best of repeats)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def _plot_ratios(axes: Any, configs: dict[str, dict[str, Any]]) -> None:
+    positions = np.arange(len(configs))
+    ratios = [config["ratio"] for config in configs.values()]
+    colors = ["tab:green" if config["passed"] else "tab:red" for config in configs.values()]
+    axes.bar(positions, ratios, width=0.6, color=colors)
+    for position, config in zip(positions, configs.values()):
+        axes.hlines(config["goal"], position - 0.4, position + 0.4, colors="black", linestyles="--")
+        axes.annotate(f"{config['ratio']:.3f}x", (position, config["ratio"]), ha="center", va="bottom")
+    axes.set_xticks(positions, [config["title"] for config in configs.values()], fontsize=8)
+    axes.set_ylabel("fit images/s / torch images/s")
+    axes.set_ylim(0, max(1.2, max(ratios) * 1.15))
+    axes.set_title("Ratio (dashed: goal)")
+
+
+def _plot_speeds(axes: Any, configs: dict[str, dict[str, Any]]) -> None:
+    positions = np.arange(len(configs))
+    width = 0.27
+    baseline = [config["baseline_images_per_s"] for config in configs.values()]
+    candidate = [config["candidate_images_per_s"] for config in configs.values()]
+    axes.bar(positions - width, baseline, width, label="plain torch", color="tab:gray")
+    axes.bar(positions, candidate, width, label="stratagem fit", color="tab:blue")
+    for position, config in zip(positions, configs.values()):
+        for info in config["info"].values():
+            axes.bar(position + width, info["images_per_s"], width, color="white", edgecolor="tab:gray",
+                     hatch="//", label=f"{info['label']} (info)")
+    axes.set_xticks(positions, [config["title"] for config in configs.values()], fontsize=8)
+    axes.set_ylabel("images/s")
+    axes.set_title("Throughput")
+    axes.legend(fontsize=8)
+
+
+def _load_average() -> tuple[float, ...]:
+    return os.getloadavg() if hasattr(os, "getloadavg") else ()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    load_before = _load_average()
+    x, y = workloads.make_data(args.num_images)
+    timeout_s = 120.0 + 0.02 * args.num_images  # a deadline against hangs, far above a normal epoch
+    print(f"Timing {args.num_images} images x {args.repeats} repeat(s), "
+          f"{torch.get_num_threads()} torch threads in this process", flush=True)
+    timings = run_measurements(x, y, repeats=args.repeats, timeout_s=timeout_s)
+    configs = summarize(timings, args.num_images)
+    report = {
+        "workload": workload_description(), "environment": environment(args, load_before), "configs": configs,
+        "measurements": {name: {"label": MEASUREMENTS[name][0], "runs": [asdict(t) for t in runs]}
+                         for name, runs in timings.items()},
+        "passed": all(config["passed"] for config in configs.values()),
+    }
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / "fit.json").write_text(json.dumps(report, indent=2) + "\n")
+    plot(configs, args.out_dir / "fit.png")
+    print_report(configs)
+    print(f"\nWrote {args.out_dir / 'fit.json'} and {args.out_dir / 'fit.png'}")
+    return 0 if report["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

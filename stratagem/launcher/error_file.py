@@ -1,0 +1,52 @@
+"""Per-worker error files: when did each worker's uncaught exception happen?
+
+When one worker crashes, its peers fail a moment later in their next
+collective, and their exits can reach the supervisor first. Each launched
+worker therefore records the wall time and summary of its own uncaught
+exception in the file named by ``STRATAGEM_ERROR_FILE``; the supervisor blames
+the worker whose exception came first. The files hold JSON only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from types import TracebackType
+from typing import Any
+
+ERROR_FILE_ENV = "STRATAGEM_ERROR_FILE"
+
+
+def install_excepthook() -> None:
+    """In a launched worker, record the next uncaught exception (then defer to the previous hook)."""
+    path = os.environ.get(ERROR_FILE_ENV)
+    if not path or getattr(sys.excepthook, "_stratagem", False):
+        return
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+        try:
+            record = {"time": time.time(), "type": kind.__name__, "message": str(value),
+                      "traceback": "".join(traceback.format_exception(kind, value, tb))[-4000:]}
+            tmp = f"{path}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(record, f)
+            os.replace(tmp, path)
+        finally:
+            previous(kind, value, tb)
+
+    hook._stratagem = True  # type: ignore[attr-defined]
+    sys.excepthook = hook
+
+
+def read_error_file(path: str) -> dict[str, Any] | None:
+    """The record a worker wrote, or None if it wrote none (or it is unreadable)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("time"), (int, float)) else None
