@@ -31,14 +31,15 @@ def build_parser() -> argparse.ArgumentParser:
     behaviour.add_argument("--grace-period", type=float, default=5.0, metavar="SECONDS",
                            help="time stopped workers get before SIGKILL (default 5)")
     target = run.add_argument_group("what to run")
-    target.add_argument("-m", dest="module", default=None, help="run a module, as python -m")
+    target.add_argument("-m", dest="module", action="store_true",
+                        help="the target is a module name, run as python -m MODULE")
     target.add_argument("script_and_args", nargs=argparse.REMAINDER, help="the script and its arguments")
     return parser
 
 
 def config_from_args(args: argparse.Namespace) -> supervisor.LaunchConfig:
-    if args.module:
-        command = (sys.executable, "-m", args.module, *args.script_and_args)
+    if args.module and args.script_and_args:
+        command = (sys.executable, "-m", *args.script_and_args)
     elif args.script_and_args:
         command = (sys.executable, *args.script_and_args)
     else:

@@ -1,0 +1,79 @@
+"""Launcher logic that needs no worker process: argument parsing, env contract, error files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from stratagem.launcher import cli, supervisor
+from stratagem.launcher.environment import worker_env
+from stratagem.launcher.error_file import read_error_file
+
+
+def test_run_arguments_build_a_launch_config() -> None:
+    args = cli.build_parser().parse_args(["run", "-n", "4", "--timeout", "30", "train.py", "--epochs", "3"])
+    config = cli.config_from_args(args)
+    assert config.command == (sys.executable, "train.py", "--epochs", "3")
+    assert (config.num_processes, config.timeout_s, config.master_addr) == (4, 30.0, "127.0.0.1")
+
+
+def test_module_target_runs_with_dash_m() -> None:
+    config = cli.config_from_args(cli.build_parser().parse_args(["run", "-n", "2", "-m", "pkg.train", "--lr", "1"]))
+    assert config.command == (sys.executable, "-m", "pkg.train", "--lr", "1")
+
+
+def test_multi_host_without_master_port_is_rejected() -> None:
+    args = cli.build_parser().parse_args(["run", "-n", "2", "--nnodes", "2", "--master-addr", "10.0.0.1", "t.py"])
+    with pytest.raises(ValueError, match="same --master-port on every host"):
+        cli.config_from_args(args)
+    assert cli.main(["run", "-n", "2", "--nnodes", "2", "t.py"]) == 2
+
+
+def test_node_rank_out_of_range_is_rejected() -> None:
+    with pytest.raises(ValueError, match=r"Received: node_rank=2"):
+        supervisor.LaunchConfig(command=("x",), nnodes=2, node_rank=2, master_port=1234)
+
+
+def test_worker_env_names_every_variable_of_the_contract() -> None:
+    env = worker_env(rank=3, world_size=4, local_rank=1, local_world_size=2, master_addr="127.0.0.1",
+                     master_port=2345, timeout_s=7.5)
+    assert env == {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
+                   "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "2345", "STRATAGEM_LAUNCHED": "1",
+                   "PYTHONUNBUFFERED": "1", "STRATAGEM_TIMEOUT_S": "7.5"}
+
+
+def test_error_file_written_by_uncaught_exception_is_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "rank0.json"
+    code = ("from stratagem.launcher.error_file import install_excepthook; install_excepthook(); "
+            "raise KeyError('missing thing')")
+    proc = subprocess.run([sys.executable, "-c", code], env={"STRATAGEM_ERROR_FILE": str(path), "PATH": ""},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "KeyError" in proc.stderr  # the usual traceback still prints
+    record = read_error_file(str(path))
+    assert record is not None and record["type"] == "KeyError" and "missing thing" in record["message"]
+
+
+def test_unreadable_error_file_reads_as_none(tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    assert read_error_file(str(tmp_path / "bad.json")) is None
+    assert read_error_file(str(tmp_path / "list.json")) is None
+    assert read_error_file(str(tmp_path / "absent.json")) is None
+
+
+def test_root_cause_is_the_earliest_recorded_exception(tmp_path: Path) -> None:
+    def worker(rank: int, when: float | None) -> SimpleNamespace:
+        path = tmp_path / f"rank{rank}.json"
+        if when is not None:
+            path.write_text(json.dumps({"time": when, "type": "E", "message": str(rank)}))
+        return SimpleNamespace(rank=rank, error_file=str(path))
+
+    workers = [worker(0, 20.0), worker(1, 10.0), worker(2, None)]
+    assert supervisor._root_cause(workers[0], workers).rank == 1  # type: ignore[arg-type]
+    no_records = [worker(5, None), worker(6, None)]
+    assert supervisor._root_cause(no_records[1], no_records).rank == 6  # type: ignore[arg-type]

@@ -1,0 +1,191 @@
+"""Model.compile/fit/evaluate/predict on one replica, against plain torch."""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import stratagem
+from stratagem.callbacks import Callback, ProgbarLogger
+from stratagem.errors import ConfigurationError
+from stratagem.models.data_adapter import ArrayAdapter
+
+
+def _net(seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+
+
+def _data(n: int = 50, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 6)).astype(np.float32)
+    return x, x[:, :3].argmax(axis=1).astype(np.int64)
+
+
+def _compiled(optimizer: object = "sgd", metrics: list | None = None) -> stratagem.Model:
+    model = stratagem.Model(_net())
+    model.compile(optimizer=optimizer, loss=stratagem.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=metrics if metrics is not None else ["accuracy"])
+    return model
+
+
+def test_fit_matches_plain_torch_loop_exactly() -> None:
+    x, y = _data()
+    model = _compiled()
+    model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
+    net = _net()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+    for _ in range(2):
+        for i in range(0, len(x), 8):
+            optimizer.zero_grad()
+            F.cross_entropy(net(torch.from_numpy(x[i:i + 8])), torch.from_numpy(y[i:i + 8])).backward()
+            optimizer.step()
+    for (name, a), b in zip(model.module.state_dict().items(), net.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-6, msg=name)
+
+
+def test_history_has_keras_keys_per_epoch() -> None:
+    x, y = _data()
+    history = _compiled().fit(x, y, batch_size=10, epochs=3, validation_data=_data(20, seed=1), verbose=0)
+    assert set(history.history) == {"loss", "accuracy", "val_loss", "val_accuracy"}
+    assert all(len(v) == 3 for v in history.history.values())
+    assert history.epoch == [0, 1, 2]
+
+
+def test_evaluate_counts_each_example_once_with_short_last_batch() -> None:
+    x, y = _data(10)
+    model = _compiled()
+    result = model.evaluate(x, y, batch_size=4, return_dict=True)  # batches of 4, 4, 2
+    with torch.no_grad():
+        logits = model.module(torch.from_numpy(x))
+    assert result["loss"] == pytest.approx(float(F.cross_entropy(logits, torch.from_numpy(y))), rel=1e-6)
+    expected_accuracy = float((logits.argmax(1) == torch.from_numpy(y)).float().mean())
+    assert result["accuracy"] == pytest.approx(expected_accuracy)
+
+
+def test_predict_returns_numpy_in_input_order() -> None:
+    x, _ = _data(23)
+    model = _compiled()
+    out = model.predict(x, batch_size=5)
+    assert isinstance(out, np.ndarray) and out.shape == (23, 3)
+    np.testing.assert_allclose(out, model.module(torch.from_numpy(x)).detach().numpy(), rtol=1e-6)
+
+
+def test_iterable_of_batches_trains_like_arrays() -> None:
+    x, y = _data(40)
+    batches = [(x[i:i + 8], y[i:i + 8]) for i in range(0, 40, 8)]
+    from_arrays, from_batches = _compiled(), _compiled()
+    from_arrays.fit(x, y, batch_size=8, shuffle=False, verbose=0)
+    from_batches.fit(batches, verbose=0)
+    for a, b in zip(from_arrays.get_weights(), from_batches.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_sample_weight_weights_the_logged_loss() -> None:
+    x, y = _data(8)
+    weights = np.array([1, 1, 1, 1, 0, 0, 0, 0], dtype=np.float32)
+    model = _compiled(optimizer=stratagem.optimizers.SGD(learning_rate=0.0))
+    history = model.fit(x, y, sample_weight=weights, batch_size=8, shuffle=False, verbose=0)
+    with torch.no_grad():
+        expected = float(F.cross_entropy(model.module(torch.from_numpy(x[:4])), torch.from_numpy(y[:4])))
+    assert history.history["loss"][0] == pytest.approx(expected, rel=1e-6)
+
+
+def test_fit_before_compile_raises() -> None:
+    with pytest.raises(RuntimeError, match=r"compile\(\) before fit"):
+        stratagem.Model(_net()).fit(*_data(), verbose=0)
+
+
+def test_global_batch_not_divisible_by_replicas_raises_with_fix() -> None:
+    class FourReplicas:
+        num_replicas_in_sync, replica_id_in_sync_group = 4, 0
+
+    with pytest.raises(ConfigurationError, match=r"Received: global_batch_size=10, num_replicas_in_sync=4. Use a multiple of 4"):
+        ArrayAdapter(_data(), batch_size=10, shuffle=False, seed=0, strategy=FourReplicas())  # type: ignore[arg-type]
+
+
+def test_mismatched_x_and_y_lengths_raise() -> None:
+    x, y = _data(10)
+    with pytest.raises(ValueError, match=r"same number of examples.*Received: lengths=\[10, 9\]"):
+        _compiled().fit(x, y[:9], verbose=0)
+
+
+def test_y_with_iterable_x_raises() -> None:
+    x, y = _data(8)
+    with pytest.raises(ValueError, match="y must be None"):
+        _compiled().fit([(x, y)], y, verbose=0)
+
+
+def test_finite_iterable_running_out_with_steps_per_epoch_warns_and_stops() -> None:
+    x, y = _data(16)
+    batches = [(x[i:i + 4], y[i:i + 4]) for i in range(0, 16, 4)]  # 4 batches
+    with pytest.warns(UserWarning, match="ran out of data"):
+        history = _compiled().fit(batches, epochs=5, steps_per_epoch=3, verbose=0)
+    assert len(history.epoch) == 2  # 3 steps, then 1 step and out
+
+
+def test_steps_per_epoch_with_arrays_continues_across_epochs() -> None:
+    x, y = _data(12)
+    seen: list[int] = []
+
+    class Count(Callback):
+        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+            seen.append(batch)
+
+    _compiled().fit(x, y, batch_size=4, epochs=3, steps_per_epoch=5, callbacks=[Count()], verbose=0)
+    assert seen == [0, 1, 2, 3, 4] * 3
+
+
+def test_callbacks_get_hooks_in_keras_order_with_logs() -> None:
+    events: list[str] = []
+
+    class Recorder(Callback):
+        def on_train_begin(self, logs=None): events.append("train_begin")
+        def on_epoch_begin(self, epoch, logs=None): events.append(f"epoch_begin {epoch}")
+        def on_train_batch_end(self, batch, logs=None): events.append(f"batch_end {batch} {sorted(logs)}")
+        def on_epoch_end(self, epoch, logs=None): events.append(f"epoch_end {epoch} {sorted(logs)}")
+        def on_train_end(self, logs=None): events.append("train_end")
+
+    x, y = _data(8)
+    _compiled().fit(x, y, batch_size=4, epochs=1, callbacks=[Recorder()], verbose=0)
+    assert events == ["train_begin", "epoch_begin 0", "batch_end 0 ['accuracy', 'loss']",
+                      "batch_end 1 ['accuracy', 'loss']", "epoch_end 0 ['accuracy', 'loss']", "train_end"]
+
+
+def test_callback_can_read_and_set_learning_rate_and_stop_training() -> None:
+    class Halve(Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            self.model.optimizer.learning_rate = self.model.optimizer.lr / 2
+            if epoch == 1:
+                self.model.stop_training = True
+
+    model = _compiled(optimizer=stratagem.optimizers.SGD(learning_rate=0.4))
+    history = model.fit(*_data(8), batch_size=4, epochs=10, callbacks=[Halve()], verbose=0)
+    assert len(history.epoch) == 2
+    assert model.optimizer.learning_rate == pytest.approx(0.1)
+    assert model.optimizer.torch_optimizer.param_groups[0]["lr"] == pytest.approx(0.1)
+
+
+def test_progress_bar_shows_epochs_metrics_and_throughput() -> None:
+    stream = io.StringIO()
+    model = _compiled()
+    model.fit(*_data(16), batch_size=8, epochs=2, callbacks=[ProgbarLogger(verbose=2, stream=stream)], verbose=0)
+    text = stream.getvalue()
+    assert "Epoch 1/2" in text and "Epoch 2/2" in text
+    assert "2/2 [==============================]" in text
+    assert "loss: " in text and "accuracy: " in text and "samples/s" in text
+
+
+def test_logits_given_to_probability_loss_warns() -> None:
+    model = stratagem.Model(_net())
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(*_data(8), batch_size=8, verbose=0)
+    assert any("from_logits=True" in str(w.message) for w in caught)
