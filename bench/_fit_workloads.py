@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import stratagem
+from stratagem.testing import run_workers
 
 IMAGE_SIDE = 28
 NUM_CLASSES = 10
@@ -184,8 +185,6 @@ def _worker_stratagem_fit(rank: int, world_size: int, num_images: int, timeout_s
 
 def time_ddp(worker_name: str, num_images: int, *, world_size: int = 2, timeout_s: float) -> EpochTiming:
     """Runs a DDP worker on ``world_size`` gloo processes x 1 thread; the epoch is the slowest rank's."""
-    from stratagem.testing import run_workers
-
     worker = {"raw_ddp": _worker_raw_ddp, "stratagem_fit": _worker_stratagem_fit}[worker_name]
     # Same environment for both sides: one thread per process (stratagem keeps
     # OMP_NUM_THREADS when set, instead of splitting the cores itself), and gloo

@@ -97,9 +97,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out-dir", type=Path, default=Path(__file__).resolve().parent / "results",
                         help="where fit.json and fit.png go (default bench/results)")
     args = parser.parse_args(argv)
-    min_images = 2 * workloads.WARMUP_STEPS * workloads.PER_REPLICA_BATCH_SIZE * 2
-    if args.num_images < min_images:
-        parser.error(f"--num-images must be at least {min_images} (twice the DDP warm-up). "
+    num_ddp_warmup_images = workloads.WARMUP_STEPS * workloads.PER_REPLICA_BATCH_SIZE * 2
+    if args.num_images < 2 * num_ddp_warmup_images:
+        parser.error(f"--num-images must be at least {2 * num_ddp_warmup_images} (twice the DDP warm-up). "
                      f"Received: --num-images={args.num_images}")
     if args.repeats < 1:
         parser.error(f"--repeats must be at least 1. Received: --repeats={args.repeats}")
@@ -134,12 +134,13 @@ def summarize(timings: dict[str, list[EpochTiming]], num_images: int) -> dict[st
             "title": goal.title,
             "num_threads_per_process": candidate.num_threads,
             "baseline": goal.baseline, "baseline_label": MEASUREMENTS[goal.baseline][0],
-            "baseline_images_per_s": num_images / baseline.seconds,
+            "baseline_images_per_s": round(num_images / baseline.seconds, 1),
             "candidate": goal.candidate, "candidate_label": MEASUREMENTS[goal.candidate][0],
-            "candidate_images_per_s": num_images / candidate.seconds,
-            "ratio": ratio, "goal": goal.threshold, "passed": ratio >= goal.threshold,
-            "info": {name: {"label": MEASUREMENTS[name][0], "images_per_s": num_images / best[name].seconds,
-                            "candidate_over_this": best[name].seconds / candidate.seconds} for name in goal.info},
+            "candidate_images_per_s": round(num_images / candidate.seconds, 1),
+            "ratio": round(ratio, 4), "goal": goal.threshold, "passed": ratio >= goal.threshold,
+            "info": {name: {"label": MEASUREMENTS[name][0], "images_per_s": round(num_images / best[name].seconds, 1),
+                            "candidate_over_this": round(best[name].seconds / candidate.seconds, 4)}
+                     for name in goal.info},
         }
     return configs
 
@@ -151,7 +152,8 @@ def environment(args: argparse.Namespace, load_before: tuple[float, ...]) -> dic
         "torch": torch.__version__, "numpy": np.__version__, "python": platform.python_version(),
         "platform": platform.platform(), "processor": platform.processor() or platform.machine(),
         "torch_default_num_threads": torch.get_num_threads(), "cpu_count": workloads.cpu_count(),
-        "load_average_before": list(load_before), "load_average_after": list(_load_average()),
+        "load_average_before": [round(v, 2) for v in load_before],
+        "load_average_after": [round(v, 2) for v in _load_average()],
         "num_images": args.num_images, "repeats": args.repeats,
     }
 
