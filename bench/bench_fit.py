@@ -21,17 +21,21 @@ torch images/s", each with a goal:
    images of the epoch over the slowest rank's epoch time.
 
 Why each comparison is fair: both sides train the same initial weights
-(same seed) on the same tensors with the same thread count, and do the same
-work per epoch, which is what fit does: a seeded ``randperm``, batches cut by
+(same seed) on the same tensors with the same thread count, and the plain
+loop does the work fit does per epoch: a seeded ``randperm``, batches cut by
 indexing, ``zero_grad(set_to_none=True)``, forward, mean loss, backward, step,
-and the running loss kept as a tensor (no ``.item()`` per step). Both DDP
-sides give each rank the same contiguous half of every global batch of one
-shared permutation, start the clock after a barrier, end the epoch with one
-all-reduce of the loss, and run with ``OMP_NUM_THREADS=1`` and gloo on the
-loopback interface. Each side gets the same untimed warm-up (5 steps; for fit
-a ``fit`` on 5 batches) on a fresh model. On a small, busy machine, noise is
-the enemy: the sides alternate (order flipped on every repeat), every
-measurement is repeated ``--repeats`` times, and each side keeps its best.
+and the running loss kept as a tensor (no ``.item()`` per step). Only the
+shuffle seed differs (fit draws its own), which changes the order of the
+examples, not the work. On both DDP sides each rank takes its contiguous half
+of every global batch of a permutation the ranks share, starts the clock
+after a barrier and ends the epoch with one all-reduce of the loss; both run
+with ``OMP_NUM_THREADS=1`` and gloo on the loopback interface. Each side gets
+the same untimed warm-up (5 steps; for fit, a ``fit`` on 5 batches) on a
+fresh model. Whatever else fit does (callbacks, the loss metric, its
+global-batch loss scaling, its gradient-sum hook) is its own cost and is
+timed. On a small, busy machine noise is the enemy: the sides alternate
+(order flipped on every repeat), every measurement is repeated ``--repeats``
+times, and each side keeps its best.
 
 Writes ``fit.json`` and ``fit.png`` under ``--out-dir``, prints a table and a
 PASS/FAIL line per goal, and exits 1 if a goal fails. The workloads themselves

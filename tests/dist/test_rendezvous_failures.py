@@ -36,16 +36,20 @@ def _worker_alone(rank: int, world_size: int) -> dict:
     return {"chief": _try_join(0), "worker": _try_join(1)}
 
 
-def test_missing_peer_fails_within_timeout_naming_rank() -> None:
-    (result,) = run_workers(_worker_alone, world_size=1, timeout_s=60)
+@pytest.fixture(scope="module")
+def result() -> dict:
+    (outcome,) = run_workers(_worker_alone, world_size=1, timeout_s=60)
+    return outcome
+
+
+def test_missing_peer_fails_within_timeout_naming_rank(result: dict) -> None:
     message, elapsed = result["chief"]
     assert message.startswith("CollectiveTimeoutError")
     assert "Rank(s) [1] did not join" in message and "Received: missing_ranks=[1]" in message
     assert TIMEOUT_S <= elapsed < TIMEOUT_S + 5
 
 
-def test_missing_chief_fails_within_timeout_naming_rank_0() -> None:
-    (result,) = run_workers(_worker_alone, world_size=1, timeout_s=60)
+def test_missing_chief_fails_within_timeout_naming_rank_0(result: dict) -> None:
     message, elapsed = result["worker"]
     assert message.startswith("CollectiveTimeoutError")
     assert "Could not reach the chief (rank 0)" in message
