@@ -28,7 +28,8 @@ class Loss:
 
     def __call__(self, y_true: torch.Tensor, y_pred: torch.Tensor) -> torch.Tensor:
         values = self.call(y_true, y_pred)
-        return values.reshape(values.shape[0], -1).mean(dim=1) if values.ndim > 1 else values
+        # flatten(1), not reshape(n, -1): a replica's share of a short last batch can be empty.
+        return values.flatten(1).mean(dim=1) if values.ndim > 1 else values
 
     def call(self, y_true: torch.Tensor, y_pred: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError(f"{type(self).__name__} must implement call(y_true, y_pred)")
@@ -68,11 +69,16 @@ class SparseCategoricalCrossentropy(Loss, _ProbabilityCheck):
         self.from_logits = from_logits
 
     def call(self, y_true: torch.Tensor, y_pred: torch.Tensor) -> torch.Tensor:
-        target = y_true.reshape(-1).long() if y_true.ndim > 1 and y_true.shape[-1] == 1 else y_true.long()
+        # Keras' rule: labels may carry a trailing axis of 1; classes are on the LAST axis
+        # (torch puts them on axis 1, hence the movedim for sequence outputs).
+        target = y_true.squeeze(-1) if y_true.ndim == y_pred.ndim and y_true.shape[-1] == 1 else y_true
+        target = target.long()
         if self.from_logits:
-            return F.cross_entropy(y_pred, target, reduction="none")
+            return F.cross_entropy(y_pred.movedim(-1, 1), target, reduction="none")
         self.check(y_pred, "SparseCategoricalCrossentropy")
-        return F.nll_loss(torch.log(y_pred.clamp(_EPSILON, 1 - _EPSILON)), target, reduction="none")
+        probs = y_pred / y_pred.sum(dim=-1, keepdim=True)
+        log_probs = torch.log(probs.clamp(_EPSILON, 1 - _EPSILON))
+        return F.nll_loss(log_probs.movedim(-1, 1), target, reduction="none")
 
 
 class CategoricalCrossentropy(Loss, _ProbabilityCheck):

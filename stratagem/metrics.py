@@ -39,7 +39,7 @@ class Metric:
         raise NotImplementedError(f"{type(self).__name__} must implement update_state")
 
     def _add(self, values: torch.Tensor, sample_weight: torch.Tensor | None) -> None:
-        values = values.detach().reshape(values.shape[0], -1).mean(dim=1) if values.ndim > 1 else values.detach()
+        values = values.detach().flatten(1).mean(dim=1) if values.ndim > 1 else values.detach()
         if self.total.device != values.device:
             self.total, self.count = self.total.to(values.device), self.count.to(values.device)
         if sample_weight is None:

@@ -38,6 +38,10 @@ def compute_average_loss(
             "per_example_loss must hold one loss per example (reduction='none'), not a scalar. "
             f"Received: per_example_loss.shape={tuple(per_example_loss.shape)}"
         )
+    if sample_weight is not None and sample_weight.numel() == per_example_loss.shape[0]:
+        # One weight per example, shaped (B,) or (B, 1): align it with the losses
+        # instead of broadcasting (B,) against (B, 1) into (B, B).
+        sample_weight = sample_weight.reshape(per_example_loss.shape[0], *([1] * (per_example_loss.ndim - 1)))
     losses = per_example_loss if sample_weight is None else per_example_loss * sample_weight
     if global_batch_size is None:
         global_batch_size = per_example_loss.shape[0] * context.get_strategy().num_replicas_in_sync

@@ -97,8 +97,11 @@ class Adam(Optimizer):
         self.betas, self.epsilon, self.amsgrad, self.weight_decay = (beta_1, beta_2), epsilon, amsgrad, weight_decay or 0.0
 
     def _make(self, params: list[torch.nn.Parameter], device: torch.device) -> torch.optim.Optimizer:
-        return torch.optim.Adam(params, lr=self._learning_rate, betas=self.betas, eps=self.epsilon, amsgrad=self.amsgrad,
-                                weight_decay=self.weight_decay, **_fused_where_faster(device))
+        # Keras decays weights decoupled from the gradient (w -= lr * wd * w): that is
+        # torch's AdamW; torch's Adam would add wd * w to the gradient instead.
+        cls = torch.optim.AdamW if self.weight_decay else torch.optim.Adam
+        return cls(params, lr=self._learning_rate, betas=self.betas, eps=self.epsilon, amsgrad=self.amsgrad,
+                   weight_decay=self.weight_decay, **_fused_where_faster(device))
 
 
 class AdamW(Optimizer):

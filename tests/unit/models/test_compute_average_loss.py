@@ -97,10 +97,6 @@ def test_non_positive_global_batch_size_raises_value_error(global_batch_size):
         compute_average_loss(torch.tensor([1.0, 2.0]), global_batch_size=global_batch_size)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "sample_weight of shape (batch, 1) broadcasts against per-example losses of shape (batch,) to "
-    "(batch, batch), so the result is sum(loss) * sum(weight) / global_batch_size; tf.nn.compute_average_loss "
-    "squeezes the weight first, and CompiledLoss.scale reshapes it"))
 def test_column_sample_weight_equals_flat_sample_weight():
     losses, weights = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 0.0, 2.0])
     flat = compute_average_loss(losses, sample_weight=weights, global_batch_size=3)

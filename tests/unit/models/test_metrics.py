@@ -171,9 +171,6 @@ def test_update_state_does_not_keep_the_autograd_graph():
     assert not metric.total.requires_grad
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Metric._add flattens with values.reshape(values.shape[0], -1), which raises for a batch of 0 rows; "
-    "a replica gets 0 rows when a short final global batch has fewer examples than replicas"))
 def test_empty_replica_share_leaves_state_unchanged():
     metric = metrics.MeanSquaredError()
     metric.update_state(torch.zeros(0, 2), torch.zeros(0, 2))

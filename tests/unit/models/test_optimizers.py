@@ -228,10 +228,6 @@ def test_state_dict_round_trip_resumes_identical_steps():
         assert torch.equal(got, expected)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Keras applies weight_decay to every optimizer as decoupled decay (w <- w - lr * wd * w, then the "
-    "update); optimizers.Adam passes weight_decay to torch.optim.Adam, which adds wd * w to the gradient "
-    "(L2), so Adam(weight_decay=...) trains differently than in Keras"))
 def test_adam_weight_decay_is_decoupled_like_keras():
     ours, reference = _tiny_model(), _tiny_model()
     with torch.no_grad():  # large weights make the two kinds of decay differ clearly
