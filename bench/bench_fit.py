@@ -133,6 +133,9 @@ def summarize(timings: dict[str, list[EpochTiming]], num_images: int) -> dict[st
     configs: dict[str, dict[str, Any]] = {}
     for goal in GOALS:
         baseline, candidate = best[goal.baseline], best[goal.candidate]
+        if baseline.num_threads != candidate.num_threads:
+            raise RuntimeError(f"The sides of {goal.key} ran with different thread counts, so the ratio would "
+                               f"not be fair. Received: {baseline.num_threads} and {candidate.num_threads}")
         ratio = baseline.seconds / candidate.seconds
         configs[goal.key] = {
             "title": goal.title,
