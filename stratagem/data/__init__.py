@@ -1,5 +1,16 @@
-"""tf.data-style input pipelines. For now: the distributed dataset a strategy returns."""
+"""tf.data-style input pipelines: ``Dataset``, ``Options``, ``AUTOTUNE``, distributed datasets."""
 
+from stratagem.data.dataset import Dataset, TextLineDataset
 from stratagem.data.distributed import DistributedDataset
+from stratagem.data.options import (
+    AUTOTUNE,
+    INFINITE_CARDINALITY,
+    UNKNOWN_CARDINALITY,
+    AutoShardPolicy,
+    Options,
+)
 
-__all__ = ["DistributedDataset"]
+__all__ = [
+    "AUTOTUNE", "AutoShardPolicy", "Dataset", "DistributedDataset", "INFINITE_CARDINALITY", "Options",
+    "TextLineDataset", "UNKNOWN_CARDINALITY",
+]

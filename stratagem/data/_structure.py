@@ -1,0 +1,70 @@
+"""Elements are numpy arrays or torch tensors nested in tuples and dicts; helpers over them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from stratagem._nest import map_structure
+
+
+def leaves(structure: Any) -> list[Any]:
+    """Leaves in depth-first order."""
+    out: list[Any] = []
+    map_structure(out.append, structure)
+    return out
+
+
+def stack(elements: Sequence[Any], *, where: str = "batch") -> Any:
+    """Stacks a list of same-structured elements along a new axis 0.
+
+    Raises:
+        ValueError: Naming both shapes and the element index when shapes differ.
+    """
+    first = elements[0]
+    if isinstance(first, dict):
+        return {key: stack([e[key] for e in elements], where=where) for key in first}
+    if isinstance(first, (tuple, list)):
+        return type(first)(stack([e[i] for e in elements], where=where) for i in range(len(first)))
+    _check_shapes(elements, where)
+    if isinstance(first, torch.Tensor):
+        return torch.stack(list(elements))
+    return np.stack([np.asarray(e) for e in elements])
+
+
+def _check_shapes(leaves_: Sequence[Any], where: str) -> None:
+    shape0 = np.shape(leaves_[0])
+    for i, leaf in enumerate(leaves_):
+        if np.shape(leaf) != shape0:
+            raise ValueError(
+                f"Cannot {where} elements of different shapes: element 0 has shape {tuple(shape0)} but "
+                f"element {i} has shape {tuple(np.shape(leaf))}. Use padded_batch() to pad them, or map() "
+                f"them to one shape first. Received: shapes {tuple(shape0)} and {tuple(np.shape(leaf))} at index {i}"
+            )
+
+
+def take_rows(structure: Any, rows: Any) -> Any:
+    """Indexes axis 0 of every leaf (an int, a slice or an index array)."""
+    return map_structure(lambda leaf: leaf[rows], structure)
+
+
+def num_rows(structure: Any) -> int:
+    return int(np.shape(leaves(structure)[0])[0])
+
+
+def to_numpy(structure: Any) -> Any:
+    return map_structure(lambda leaf: leaf.detach().cpu().numpy() if isinstance(leaf, torch.Tensor) else np.asarray(leaf),
+                         structure)
+
+
+def call_with_element(fn: Any, element: Any) -> Any:
+    """tf.data's calling convention: a tuple element is unpacked into positional arguments."""
+    return fn(*element) if isinstance(element, tuple) else fn(element)
+
+
+def spec_of(element: Any) -> Any:
+    """A structure of ``(shape, dtype)`` pairs describing one element."""
+    return map_structure(lambda leaf: (tuple(np.shape(leaf)), str(getattr(leaf, "dtype", type(leaf).__name__))), element)

@@ -1,0 +1,97 @@
+"""Stateful iterators: ``__next__``, ``get_state()`` and ``set_state(state)``.
+
+A state is a dict of ints, strings, lists and nested dicts that round-trips
+through JSON: never tensors or pickles. Keys are class constants. Restoring a
+state makes the iterator continue with exactly the elements that had not been
+consumed when the state was taken.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stratagem.data.dataset import Dataset
+
+
+@dataclass(frozen=True)
+class IterContext:
+    """What every iterator of one pipeline shares.
+
+    Args:
+        seed: Seed of random ops that were given none; every worker of a job
+            uses the same one, so they agree on the global element order.
+        epoch: Which pass over the data this iterator makes (reshuffles differ).
+    """
+
+    seed: int = 0
+    epoch: int = 0
+
+
+class DatasetIterator(Iterator[Any], abc.ABC):
+    """Base of every pipeline iterator."""
+
+    @abc.abstractmethod
+    def __next__(self) -> Any: ...
+
+    @abc.abstractmethod
+    def get_state(self) -> dict[str, Any]:
+        """Position of this iterator, as JSON-serialisable plain values."""
+
+    @abc.abstractmethod
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Moves this iterator to a position returned by ``get_state``."""
+
+    def close(self) -> None:
+        """Releases threads or processes the iterator owns; idempotent."""
+
+    def __iter__(self) -> DatasetIterator:
+        return self
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: nothing left to release
+            pass
+
+
+class IndexIterator(DatasetIterator):
+    """Iterates a random-access dataset by position: its state is one integer."""
+
+    _INDEX = "index"
+    _EPOCH = "epoch"
+    _SEED = "seed"
+
+    def __init__(self, dataset: Dataset, ctx: IterContext) -> None:
+        self._dataset = dataset
+        self._ctx = ctx
+        self._index = 0
+        self._length = dataset._length()
+
+    def __next__(self) -> Any:
+        if self._length is not None and self._length >= 0 and self._index >= self._length:
+            raise StopIteration
+        element = self._dataset._get(self._index, self._ctx)
+        self._index += 1
+        return element
+
+    def get_state(self) -> dict[str, Any]:
+        return {self._INDEX: self._index, self._EPOCH: self._ctx.epoch, self._SEED: self._ctx.seed}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._index = int(state[self._INDEX])
+        self._ctx = IterContext(seed=int(state[self._SEED]), epoch=int(state[self._EPOCH]))
+
+
+def check_json_state(state: dict[str, Any]) -> None:
+    """Raises ``TypeError`` unless ``state`` survives a JSON round trip unchanged."""
+    try:
+        again = json.loads(json.dumps(state))
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"iterator state must be JSON-serialisable plain values. Received: {state!r}") from err
+    if again != state:
+        raise TypeError(f"iterator state changed in a JSON round trip (tuples or non-str keys?). Received: {state!r}")

@@ -1,0 +1,1 @@
+"""One pipeline op per module; ``stratagem.data.Dataset`` methods construct them."""

@@ -1,0 +1,30 @@
+"""``OptionsDataset``: the parent's elements with other ``Options`` attached."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from stratagem.data.dataset import Dataset
+from stratagem.data.iterator import DatasetIterator, IterContext
+from stratagem.data.options import Options
+
+
+class OptionsDataset(Dataset):
+    """Passes its parent through unchanged; only ``options()`` differs."""
+
+    def __init__(self, parent: Dataset, options: Options) -> None:
+        super().__init__(parent)
+        self._options = options
+
+    def _length(self) -> int | None:
+        return self._parents[0]._length()
+
+    def _get(self, index: int, ctx: IterContext) -> Any:
+        return self._parents[0]._get(index, ctx)
+
+    def _get_many(self, indices: Sequence[int], ctx: IterContext) -> Any:
+        return self._parents[0]._get_many(indices, ctx)
+
+    def _make_iterator(self, ctx: IterContext) -> DatasetIterator:
+        return self._parents[0]._make_iterator(ctx)

@@ -1,0 +1,75 @@
+"""``MapDataset``: ``map_func`` applied to each element.
+
+Over a random-access parent the map is random-access too (element ``i`` is
+``map_func(parent[i])``), and a ``vectorized`` function is called once per
+batch by a following ``batch``. With ``num_parallel_calls`` the calls run in
+worker processes (``stratagem.data.ops.parallel_map``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from stratagem.data._structure import call_with_element
+from stratagem.data.dataset import Dataset, _check_positive
+from stratagem.data.iterator import DatasetIterator, IterContext
+
+
+class MapDataset(Dataset):
+    """Applies ``map_func``; see ``Dataset.map``."""
+
+    def __init__(self, parent: Dataset, map_func: Callable[..., Any], *, num_parallel_calls: int | None,
+                 deterministic: bool | None, vectorized: bool) -> None:
+        super().__init__(parent)
+        if not callable(map_func):
+            raise TypeError(f"map_func must be callable. Received: map_func of type {type(map_func).__name__}")
+        if num_parallel_calls is not None:
+            _check_positive("num_parallel_calls", num_parallel_calls, allow_autotune=True)
+        self._fn = map_func
+        self._num_parallel_calls = num_parallel_calls
+        self._deterministic = True if deterministic is None else deterministic
+        self._vectorized = vectorized
+
+    def _length(self) -> int | None:
+        return self._parents[0]._length()
+
+    def _get(self, index: int, ctx: IterContext) -> Any:
+        return call_with_element(self._fn, self._parents[0]._get(index, ctx))
+
+    def _get_many(self, indices: Sequence[int], ctx: IterContext) -> Any:
+        if self._vectorized:
+            return call_with_element(self._fn, self._parents[0]._get_many(indices, ctx))
+        return super()._get_many(indices, ctx)
+
+    def _make_iterator(self, ctx: IterContext) -> DatasetIterator:
+        if self._num_parallel_calls is not None:
+            from stratagem.data.ops.parallel_map import ParallelMapIterator
+
+            return ParallelMapIterator(self, ctx)
+        if self._length() is not None:
+            return super()._make_iterator(ctx)
+        return _StreamingMapIterator(self._parents[0]._make_iterator(ctx), self._fn)
+
+    def __str__(self) -> str:
+        name = getattr(self._fn, "__name__", "fn")
+        return f"MapDataset({name}, num_parallel_calls={self._num_parallel_calls}) <- {self._parents[0]}"
+
+
+class _StreamingMapIterator(DatasetIterator):
+    _PARENT = "parent"
+
+    def __init__(self, parent: DatasetIterator, fn: Callable[..., Any]) -> None:
+        self._parent, self._fn = parent, fn
+
+    def __next__(self) -> Any:
+        return call_with_element(self._fn, next(self._parent))
+
+    def get_state(self) -> dict[str, Any]:
+        return {self._PARENT: self._parent.get_state()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._parent.set_state(state[self._PARENT])
+
+    def close(self) -> None:
+        self._parent.close()

@@ -1,0 +1,89 @@
+"""In-memory sources: ``from_tensor_slices``, ``from_tensors``, ``range``. All random-access."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from stratagem._nest import map_structure
+from stratagem.data._structure import leaves, take_rows
+from stratagem.data.dataset import Dataset
+from stratagem.data.iterator import IterContext
+
+
+def _as_array(value: Any) -> Any:
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        return value
+    return np.asarray(value)
+
+
+class TensorSliceDataset(Dataset):
+    """Row ``i`` of every component; batches are gathered with one fancy index per component."""
+
+    def __init__(self, tensors: Any) -> None:
+        super().__init__()
+        self._tensors = map_structure(_as_array, tensors)
+        lengths = [int(np.shape(leaf)[0]) if np.ndim(leaf) else -1 for leaf in leaves(self._tensors)]
+        if not lengths or min(lengths) < 0:
+            raise ValueError("from_tensor_slices needs arrays with at least one axis. Received: a scalar component")
+        if len(set(lengths)) != 1:
+            raise ValueError(
+                "All components of from_tensor_slices must have the same first dimension. "
+                f"Received: first dimensions {lengths}"
+            )
+        self._num = lengths[0]
+
+    def _length(self) -> int:
+        return self._num
+
+    def _get(self, index: int, ctx: IterContext) -> Any:
+        return take_rows(self._tensors, index)
+
+    def _get_many(self, indices: Sequence[int], ctx: IterContext) -> Any:
+        rows = np.asarray(indices, dtype=np.int64)
+        return map_structure(lambda leaf: leaf[torch.from_numpy(rows)] if isinstance(leaf, torch.Tensor) else leaf[rows],
+                             self._tensors)
+
+    def __str__(self) -> str:
+        return f"TensorSliceDataset({self._num} elements)"
+
+
+class TensorDataset(Dataset):
+    """Exactly one element."""
+
+    def __init__(self, tensors: Any) -> None:
+        super().__init__()
+        self._tensors = map_structure(_as_array, tensors)
+
+    def _length(self) -> int:
+        return 1
+
+    def _get(self, index: int, ctx: IterContext) -> Any:
+        return self._tensors
+
+
+class RangeDataset(Dataset):
+    """int64 scalars of ``range(start, stop, step)``."""
+
+    def __init__(self, *args: int) -> None:
+        super().__init__()
+        if not 1 <= len(args) <= 3:
+            raise ValueError(f"range takes 1 to 3 arguments (start, stop, step). Received: {len(args)} arguments")
+        self._range = range(*args)
+        if self._range.step == 0:
+            raise ValueError("range step must not be 0. Received: step=0")
+
+    def _length(self) -> int:
+        return len(self._range)
+
+    def _get(self, index: int, ctx: IterContext) -> Any:
+        return np.int64(self._range[index])
+
+    def _get_many(self, indices: Sequence[int], ctx: IterContext) -> Any:
+        return np.asarray(indices, dtype=np.int64) * self._range.step + self._range.start
+
+    def __str__(self) -> str:
+        return f"RangeDataset({self._range.start}, {self._range.stop}, {self._range.step})"
