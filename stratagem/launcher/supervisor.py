@@ -11,7 +11,6 @@ survives it, even when the supervisor itself is killed.
 from __future__ import annotations
 
 import collections
-import ctypes
 import os
 import signal
 import subprocess
@@ -23,6 +22,7 @@ import warnings
 from dataclasses import dataclass
 from typing import IO
 
+from stratagem._process import die_with_parent
 from stratagem.errors import WorkerFailedError
 from stratagem.launcher.environment import worker_env
 from stratagem.launcher.error_file import ERROR_FILE_ENV, read_error_file
@@ -230,8 +230,6 @@ def _failure(worker: _Worker, world_size: int) -> WorkerFailedError:
 
 
 def _die_with_parent() -> None:
-    # NOTE: runs in the child between fork and exec. PR_SET_PDEATHSIG makes the
-    # kernel SIGKILL the worker if the supervisor dies, even by SIGKILL.
-    if sys.platform.startswith("linux"):
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    # NOTE: runs in the child between fork and exec: workers die with the
+    # supervisor, even when it is killed by SIGKILL.
+    die_with_parent()

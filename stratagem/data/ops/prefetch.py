@@ -1,0 +1,136 @@
+"""``PrefetchDataset``: a background thread keeps up to ``buffer_size`` elements ready.
+
+With ``AUTOTUNE`` the buffer starts at 2 and grows by one each time the
+consumer finds it empty, up to 64 elements and to what fits the memory budget
+(``Options().autotune.ram_budget`` over the size of one element). The thread
+also records the parent's state after each element, so the iterator's state
+is exactly "after the last element the consumer took".
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any
+
+from stratagem.data._structure import leaves
+from stratagem.data.dataset import Dataset, _check_positive
+from stratagem.data.iterator import DatasetIterator, IterContext
+from stratagem.data.options import AUTOTUNE
+
+_MAX_AUTOTUNE_BUFFER = 64
+_JOIN_S = 5.0
+
+
+class PrefetchDataset(Dataset):
+    """See ``Dataset.prefetch``; random-access parents stay random-access for sharding and restore."""
+
+    def __init__(self, parent: Dataset, buffer_size: int) -> None:
+        super().__init__(parent)
+        if buffer_size != 0:
+            _check_positive("buffer_size", buffer_size, allow_autotune=True)
+        self.buffer_size = buffer_size
+
+    def _length(self) -> int | None:
+        return self._parents[0]._length()
+
+    def _get(self, index: int, ctx: IterContext) -> Any:
+        return self._parents[0]._get(index, ctx)
+
+    def _get_many(self, indices: Any, ctx: IterContext) -> Any:
+        return self._parents[0]._get_many(indices, ctx)
+
+    def _make_iterator(self, ctx: IterContext) -> DatasetIterator:
+        parent = self._parents[0]._make_iterator(ctx)
+        if self.buffer_size == 0:
+            return parent
+        return PrefetchIterator(parent, self.buffer_size, ram_budget=self.options().autotune.ram_budget)
+
+    def __str__(self) -> str:
+        return f"PrefetchDataset({self.buffer_size}) <- {self._parents[0]}"
+
+
+class PrefetchIterator(DatasetIterator):
+    """Runs ``parent`` in a daemon thread; errors reach the consumer with their traceback."""
+
+    _PARENT = "parent"
+
+    def __init__(self, parent: DatasetIterator, buffer_size: int, *, ram_budget: int) -> None:
+        self._parent = parent
+        self._autotune = buffer_size == AUTOTUNE
+        self._capacity = 2 if self._autotune else int(buffer_size)
+        self._ram_budget = ram_budget
+        self._last_bytes = 0
+        self._state = parent.get_state()
+        self._thread: threading.Thread | None = None
+
+    def _start(self) -> None:
+        self._stop = threading.Event()
+        self._slots = threading.Semaphore(self._capacity)
+        self._queue: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
+        self._thread = threading.Thread(target=self._produce, name="stratagem-prefetch", daemon=True)
+        self._thread.start()
+
+    def _produce(self) -> None:
+        while not self._stop.is_set():
+            if not self._slots.acquire(timeout=0.1):
+                continue
+            try:
+                element = next(self._parent)
+                self._queue.put(("ok", element, self._parent.get_state()))
+            except StopIteration:
+                self._queue.put(("end", None, None))
+                return
+            except BaseException as err:  # delivered to the consumer, who re-raises it
+                self._queue.put(("error", err, None))
+                return
+
+    def __next__(self) -> Any:
+        if self._thread is None:
+            self._start()
+        if self._autotune and self._queue.empty():
+            self._grow()
+        status, payload, state = self._queue.get()
+        if status == "end":
+            self._queue.put((status, payload, state))  # stay exhausted on later calls
+            raise StopIteration
+        if status == "error":
+            raise payload
+        self._slots.release()
+        self._state = state
+        if self._autotune:
+            self._last_bytes = element_bytes(payload)
+        return payload
+
+    def _grow(self) -> None:
+        # The consumer is about to wait: one more slot of look-ahead, within the memory budget.
+        limit = _MAX_AUTOTUNE_BUFFER
+        if self._last_bytes:
+            limit = min(limit, max(2, self._ram_budget // self._last_bytes))
+        if self._capacity < limit:
+            self._capacity += 1
+            self._slots.release()
+
+    def get_state(self) -> dict[str, Any]:
+        return {self._PARENT: self._state}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._stop_thread()  # its look-ahead belongs to the old position
+        self._parent.set_state(state[self._PARENT])
+        self._state = state[self._PARENT]
+
+    def _stop_thread(self) -> None:
+        thread, self._thread = getattr(self, "_thread", None), None
+        if thread is not None:
+            self._stop.set()
+            thread.join(timeout=_JOIN_S)
+
+    def close(self) -> None:
+        self._stop_thread()
+        parent = getattr(self, "_parent", None)
+        if parent is not None:
+            parent.close()
+
+
+def element_bytes(element: Any) -> int:
+    return int(sum(getattr(leaf, "nbytes", 8) for leaf in leaves(element)))
