@@ -1,75 +1,369 @@
 """``DistributedDataset``: what ``experimental_distribute_dataset`` returns.
 
-With ``split_batches=True`` every process iterates the same global batches
-and keeps its contiguous share of rows (tf.data's ``DATA`` auto-shard
-policy), so each example of a batch goes to exactly one replica, including in
-a short last batch. With ``split_batches=False`` the wrapped pipeline already
-yields this replica's batches (``distribute_datasets_from_function``).
+Given a dataset of GLOBAL batches, each replica gets its share of every
+batch. How depends on the auto-shard policy (``Options``) and the pipeline:
+
+- ``DATA`` over a random-access pipeline ending in ``batch`` (the common
+  ``from_tensor_slices(...).map(...).shuffle(...).batch(B)`` case): the
+  replica computes only its own rows of each global batch, so no element is
+  produced twice. Its state is the global batch index, so it restores onto
+  any number of workers.
+- ``DATA`` otherwise: every process walks the same global batches and keeps
+  its contiguous rows (the same rows as above). The state is that of the
+  global stream, again valid for any number of workers.
+- ``FILE``: each worker reads every N-th file and batches by the per-replica
+  batch. Shards may hold different numbers of elements: each step the
+  workers agree (one small all-reduce) on who still has data; a worker that
+  ran out contributes an empty batch until all are done, so no step hangs
+  and every element counts once. A FILE state restores only onto the same
+  number of workers.
+- ``OFF``: every worker reads the whole dataset, batched per replica.
+
+Every random choice is seeded with a seed the replicas agree on when
+iteration starts, and a short last batch is split as evenly as possible.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import copy
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import numpy as np
 import torch
 
 from stratagem._nest import batch_size_of, map_structure
 from stratagem.distribute.input_context import InputContext, check_global_batch_size, replica_slice
+from stratagem.errors import ConfigurationError
 
 
 class DistributedDataset:
-    """Iterates this replica's batches of a dataset.
+    """Iterates this replica's batches; ``iter()`` starts a new epoch.
 
     Args:
-        dataset: An iterable of batches (tensors, numpy arrays, or tuples and
-            dicts of them).
+        dataset: A ``stratagem.data.Dataset`` or any iterable of batches.
         input_context: This process's ``InputContext``.
-        split_batches: Whether ``dataset`` yields global batches to split.
+        split_batches: Whether ``dataset`` yields global batches to split
+            (``experimental_distribute_dataset``) or this replica's own
+            (``distribute_datasets_from_function``).
+        strategy: The strategy, for agreeing on seeds and on the end of uneven
+            file shards; None for a single process.
+        seed: Seed of the pipeline's unseeded random ops; default: drawn on the
+            chief at each ``iter()`` and agreed by every replica.
     """
 
-    def __init__(self, dataset: Iterable[Any], *, input_context: InputContext, split_batches: bool) -> None:
+    def __init__(self, dataset: Iterable[Any], *, input_context: InputContext, split_batches: bool,
+                 strategy: Any = None, seed: int | None = None) -> None:
+        self._seed = seed
         self._dataset = dataset
         self._context = input_context
         self._split = split_batches
+        self._strategy = strategy
+        self._epoch = 0
 
-    def __iter__(self) -> Iterator[Any]:
-        for local, _ in self.iter_with_global_batch_size():
-            yield local
+    def __iter__(self) -> DistributedIterator:
+        epoch, self._epoch = self._epoch, self._epoch + 1
+        return DistributedIterator(self, epoch)
 
     def iter_with_global_batch_size(self) -> Iterator[tuple[Any, int]]:
         """Yields ``(this replica's batch, examples in the step on all replicas)``."""
-        replicas = self._context.num_replicas_in_sync
-        first = True
-        for batch in self._dataset:
-            batch = map_structure(_as_tensor, batch)
-            size = batch_size_of(batch)
-            if not self._split:
-                # Each replica's pipeline yields its own batch: tf.distribute's
-                # rule is that the global batch is the per-replica one times N.
-                yield batch, size * replicas
-                continue
-            if first:
-                # Only the first batch must divide; a short final batch is
-                # split as evenly as possible so no example is dropped.
-                check_global_batch_size(size, replicas)
-                first = False
-            rows = replica_slice(size, replicas, self._context.input_pipeline_id)
-            yield map_structure(lambda t: t[rows], batch), size
+        iterator = iter(self)
+        while True:
+            try:
+                local, global_size, _ = iterator.next_with_info()
+            except StopIteration:
+                return
+            yield local, global_size
 
     def __len__(self) -> int:
         return len(self._dataset)  # type: ignore[arg-type]
 
 
-def _as_tensor(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value
-    try:
-        import numpy as np
+class DistributedIterator:
+    """This replica's batches, with ``get_state``/``set_state`` for Datasets."""
 
-        if isinstance(value, np.ndarray):
-            tensor = torch.from_numpy(value)
-            return tensor.to(torch.get_default_dtype()) if tensor.is_floating_point() else tensor
-    except ImportError:  # numpy is a dependency; this only guards odd installs
+    def __init__(self, source: DistributedDataset, epoch: int) -> None:
+        self._source = source
+        self._impl = _make_impl(source, epoch)
+
+    def __iter__(self) -> DistributedIterator:
+        return self
+
+    def __next__(self) -> Any:
+        return self._impl.next()[0]
+
+    def next_with_info(self) -> tuple[Any, int, range]:
+        """``(local batch, global batch size, global positions of the local rows)``."""
+        return self._impl.next()
+
+    def get_state(self) -> dict[str, Any]:
+        return self._impl.get_state()
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._impl.set_state(state)
+
+    def close(self) -> None:
+        self._impl.close()
+
+
+def _make_impl(source: DistributedDataset, epoch: int) -> Any:
+    from stratagem.data.dataset import Dataset
+
+    data, ctx, strategy = source._dataset, source._context, source._strategy
+    if not isinstance(data, Dataset):
+        return _IterableImpl(data, ctx, split=source._split)
+    seed = source._seed if source._seed is not None else shared_seed(strategy)
+    if not source._split:
+        return _PerReplicaImpl(data, ctx, seed, epoch)
+    policy = resolve_policy(data)
+    if policy == "file" and ctx.num_input_pipelines > 1:
+        return _FileShardImpl(data, ctx, seed, epoch, strategy)
+    if policy == "off":
+        return _PerReplicaImpl(rebatch(data, ctx.num_replicas_in_sync), ctx, seed, epoch)
+    batched = _top_batch(data)
+    if batched is not None and data._length() is not None:
+        return _PushdownImpl(data, batched, ctx, seed, epoch)
+    return _GlobalSplitImpl(data, ctx, seed, epoch)
+
+
+def resolve_policy(dataset: Any) -> str:
+    """The auto-shard policy in force for ``dataset``, with AUTO resolved."""
+    policy = str(getattr(dataset.options().experimental_distribute.auto_shard_policy, "value",
+                         dataset.options().experimental_distribute.auto_shard_policy)).lower()
+    if policy not in ("auto", "file", "data", "off"):
+        raise ValueError(f"Unknown auto_shard_policy. Expected AUTO, FILE, DATA or OFF. Received: {policy!r}")
+    if policy == "auto":
+        return "file" if dataset._reads_files() else "data"
+    return policy
+
+
+def shared_seed(strategy: Any) -> int:
+    """A seed drawn on the chief and agreed by every replica (one collective when distributed)."""
+    seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
+    if strategy is None or strategy.num_replicas_in_sync == 1:
+        return seed
+    mine = torch.tensor(float(seed) if strategy.is_chief else 0.0, dtype=torch.float64, device=strategy.device)
+    return int(strategy.reduce("sum", mine, axis=None).item())
+
+
+# ---- the ways of feeding a replica -----------------------------------------------
+class _IterableImpl:
+    """Any iterable of batches: every process walks the same global batches."""
+
+    def __init__(self, data: Iterable[Any], ctx: InputContext, *, split: bool) -> None:
+        self._iter, self._ctx, self._split, self._first, self._offset = iter(data), ctx, split, True, 0
+
+    def next(self) -> tuple[Any, int, range]:
+        batch = map_structure(_as_tensor, next(self._iter))
+        size = batch_size_of(batch)
+        if not self._split:
+            return batch, size * self._ctx.num_replicas_in_sync, range(0)
+        return self._cut(batch, size)
+
+    def _cut(self, batch: Any, size: int) -> tuple[Any, int, range]:
+        if self._first:
+            # Only the first batch must divide; a short final batch is split as
+            # evenly as possible so no example is dropped.
+            check_global_batch_size(size, self._ctx.num_replicas_in_sync)
+            self._first = False
+        rows = replica_slice(size, self._ctx.num_replicas_in_sync, self._ctx.input_pipeline_id)
+        offset, self._offset = self._offset, self._offset + size
+        return map_structure(lambda t: t[rows], batch), size, range(offset + rows.start, offset + rows.stop)
+
+    def get_state(self) -> dict[str, Any]:
+        raise TypeError("A plain iterable has no saved position; use a stratagem.data.Dataset to checkpoint input.")
+
+    set_state = get_state  # type: ignore[assignment]
+
+    def close(self) -> None:
         pass
+
+
+class _GlobalSplitImpl(_IterableImpl):
+    """A Dataset of global batches, walked by every process; state valid for any worker count."""
+
+    def __init__(self, data: Any, ctx: InputContext, seed: int, epoch: int) -> None:
+        super().__init__((), ctx, split=True)
+        self._inner = data.iterator(seed=seed, epoch=epoch)
+
+    def next(self) -> tuple[Any, int, range]:
+        batch = map_structure(_as_tensor, next(self._inner))
+        return self._cut(batch, batch_size_of(batch))
+
+    def get_state(self) -> dict[str, Any]:
+        return {"global": self._inner.get_state(), "offset": self._offset}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._inner.set_state(state["global"])
+        self._offset, self._first = int(state["offset"]), False
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class _PerReplicaImpl(_GlobalSplitImpl):
+    """The dataset already yields this replica's batches (from_function, or OFF after rebatching)."""
+
+    def next(self) -> tuple[Any, int, range]:
+        batch = map_structure(_as_tensor, next(self._inner))
+        return batch, batch_size_of(batch) * self._ctx.num_replicas_in_sync, range(0)
+
+
+class _PushdownImpl:
+    """Random-access pipeline ending in batch(B): compute only this replica's rows of batch i."""
+
+    def __init__(self, data: Any, batched: Any, ctx: InputContext, seed: int, epoch: int) -> None:
+        from stratagem.data.iterator import IterContext
+
+        self._batched, self._ctx = batched, ctx
+        self._iter_ctx = IterContext(seed=seed, epoch=epoch)
+        self._index = 0
+        self._num_batches = batched._length()
+        if self._num_batches and self._num_batches > 0:
+            check_global_batch_size(len(batched.rows(0)), ctx.num_replicas_in_sync)
+
+    def next(self) -> tuple[Any, int, range]:
+        if self._num_batches not in (None, -1) and self._index >= self._num_batches:
+            raise StopIteration
+        rows = self._batched.rows(self._index)
+        self._index += 1
+        mine = rows[replica_slice(len(rows), self._ctx.num_replicas_in_sync, self._ctx.input_pipeline_id)]
+        parent = self._batched._parents[0]
+        if len(mine):
+            local = parent._get_many(list(mine), self._iter_ctx)
+        else:  # a short last batch with fewer rows than replicas: an empty share of the right structure
+            local = map_structure(lambda t: t[:0], parent._get_many([rows[0]], self._iter_ctx))
+        return map_structure(_as_tensor, local), len(rows), mine
+
+    def get_state(self) -> dict[str, Any]:
+        return {"global_batch": self._index, "epoch": self._iter_ctx.epoch, "seed": self._iter_ctx.seed}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        from stratagem.data.iterator import IterContext
+
+        self._index = int(state["global_batch"])
+        self._iter_ctx = IterContext(seed=int(state["seed"]), epoch=int(state["epoch"]))
+
+    def close(self) -> None:
+        pass
+
+
+class _FileShardImpl(_PerReplicaImpl):
+    """FILE policy: every N-th file, per-replica batches, and agreement on the end of data."""
+
+    def __init__(self, data: Any, ctx: InputContext, seed: int, epoch: int, strategy: Any) -> None:
+        sharded = rebatch(shard_files(data, ctx.num_input_pipelines, ctx.input_pipeline_id), ctx.num_replicas_in_sync)
+        super().__init__(sharded, ctx, seed, epoch)
+        self._strategy = strategy
+        self._template: Any = None
+
+    def next(self) -> tuple[Any, int, range]:
+        try:
+            local = map_structure(_as_tensor, next(self._inner))
+            self._template = local
+        except StopIteration:
+            local = None
+        flags = torch.tensor([0.0 if local is None else 1.0, 0.0 if local is None else batch_size_of(local)],
+                             dtype=torch.float64, device=self._strategy.device)
+        have, global_size = self._strategy.reduce("sum", flags, axis=None).tolist()
+        if have == 0:
+            raise StopIteration
+        if local is None:  # this shard ran out first: an empty share keeps the step in lockstep
+            local = map_structure(lambda t: t[:0], self._template)
+        return local, int(global_size), range(0)
+
+    def get_state(self) -> dict[str, Any]:
+        return {"file_shard": super().get_state(), "num_workers": self._ctx.num_input_pipelines}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        if int(state["num_workers"]) != self._ctx.num_input_pipelines:
+            raise ConfigurationError(
+                "A FILE-sharded input position can only be restored onto the same number of workers, since "
+                "each worker's files depend on it. Use AutoShardPolicy.DATA to resume on another count. "
+                f"Received: saved num_workers={state['num_workers']}, now={self._ctx.num_input_pipelines}"
+            )
+        super().set_state(state["file_shard"])
+
+
+# ---- pipeline rewriting ----------------------------------------------------------
+def _unwrap_passthrough(dataset: Any) -> Any:
+    from stratagem.data.ops.identity import OptionsDataset
+    from stratagem.data.ops.prefetch import PrefetchDataset
+
+    while isinstance(dataset, (OptionsDataset, PrefetchDataset)):
+        dataset = dataset._parents[0]
+    return dataset
+
+
+def _top_batch(dataset: Any) -> Any:
+    from stratagem.data.ops.batch import BatchDataset
+
+    node = _unwrap_passthrough(dataset)
+    return node if isinstance(node, BatchDataset) and node._parents[0]._length() is not None else None
+
+
+def rewrite(dataset: Any, replace: Callable[[Any], Any]) -> Any:
+    """A copy of the pipeline where ``replace(node)`` (when not None) stands in for ``node``."""
+    replacement = replace(dataset)
+    if replacement is not None:
+        return replacement
+    if not dataset._parents:
+        return dataset
+    parents = tuple(rewrite(parent, replace) for parent in dataset._parents)
+    if all(a is b for a, b in zip(parents, dataset._parents)):
+        return dataset
+    clone = copy.copy(dataset)
+    clone._parents = parents
+    return clone
+
+
+def shard_files(dataset: Any, num_shards: int, index: int) -> Any:
+    """The pipeline with its file source reading every ``num_shards``-th file."""
+    found = []
+
+    def replace(node: Any) -> Any:
+        if hasattr(node, "with_files_shard"):
+            found.append(node)
+            return node.with_files_shard(num_shards, index)
+        return None
+
+    out = rewrite(dataset, replace)
+    if not found:
+        raise ConfigurationError(
+            "AutoShardPolicy.FILE needs a pipeline that reads files (list_files, TextLineDataset, "
+            "image_dataset_from_directory). Use AutoShardPolicy.DATA for in-memory data. Received: " + str(dataset)
+        )
+    return out
+
+
+def rebatch(dataset: Any, num_replicas: int) -> Any:
+    """The pipeline with its last ``batch(B)`` replaced by ``batch(B / num_replicas)``."""
+    from stratagem.data.ops.batch import BatchDataset
+
+    done: list[Any] = []
+
+    def replace(node: Any) -> Any:
+        if done or not isinstance(node, BatchDataset):
+            return None
+        check_global_batch_size(node.batch_size, num_replicas)
+        done.append(node)
+        clone = copy.copy(node)
+        clone.batch_size = node.batch_size // num_replicas
+        return clone
+
+    out = rewrite(dataset, replace)
+    if not done:
+        raise ConfigurationError(
+            "Distributing this dataset needs it to end in batch(global_batch_size), so each replica can take "
+            f"global_batch_size / num_replicas_in_sync. Add .batch(...). Received: {dataset}"
+        )
+    return out
+
+
+def _as_tensor(value: Any) -> Any:
+    if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        tensor = torch.from_numpy(np.ascontiguousarray(value))
+        return tensor.to(torch.get_default_dtype()) if tensor.is_floating_point() else tensor
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        return _as_tensor(np.asarray(value))
     return value

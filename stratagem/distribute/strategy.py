@@ -136,7 +136,7 @@ class Strategy(abc.ABC):
         """
         from stratagem.data.distributed import DistributedDataset
 
-        return DistributedDataset(dataset, input_context=self._input_context(), split_batches=True)
+        return DistributedDataset(dataset, input_context=self._input_context(), split_batches=True, strategy=self)
 
     def distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], Iterable[Any]], options: Any | None = None) -> Any:
         """Calls ``dataset_fn(input_context)`` to build this replica's own pipeline.
@@ -148,7 +148,7 @@ class Strategy(abc.ABC):
         from stratagem.data.distributed import DistributedDataset
 
         ctx = self._input_context()
-        return DistributedDataset(dataset_fn(ctx), input_context=ctx, split_batches=False)
+        return DistributedDataset(dataset_fn(ctx), input_context=ctx, split_batches=False, strategy=self)
 
     def distribute_module(self, module: nn.Module) -> nn.Module:
         """Returns ``module`` placed on this replica's device with gradients kept in sync.

@@ -60,16 +60,19 @@ class IterableAdapter:
         self.replicas, self.replica_id = strategy.num_replicas_in_sync, strategy.replica_id_in_sync_group
         self.num_samples: int | None = None
         try:
-            self.steps: int | None = len(data)  # type: ignore[arg-type]
+            length = len(data)  # type: ignore[arg-type]
         except TypeError:
-            self.steps = None
+            length = None
+        self.steps: int | None = length if length is not None and length >= 0 else None
 
     def epoch(self, epoch: int) -> Iterator[Batch]:
-        offset = 0
-        for local, global_size in self.source.iter_with_global_batch_size():
-            rows = replica_slice(global_size, self.replicas, self.replica_id)
-            yield local, global_size, torch.arange(offset + rows.start, offset + rows.stop)
-            offset += global_size
+        iterator = iter(self.source)
+        while True:
+            try:
+                local, global_size, positions = iterator.next_with_info()
+            except StopIteration:
+                return
+            yield local, global_size, torch.as_tensor(list(positions), dtype=torch.long)
 
 
 def make_adapter(x: Any, y: Any, sample_weight: Any, *, batch_size: int | None, shuffle: bool, seed: int,

@@ -40,6 +40,8 @@ class ConcatenateDataset(Dataset):
 class _StreamingConcatenateIterator(DatasetIterator):
     _WHICH = "which"
     _PARENT = "parent"
+    _SEED = "seed"
+    _EPOCH = "epoch"
 
     def __init__(self, dataset: ConcatenateDataset, ctx: IterContext) -> None:
         self._datasets, self._ctx = dataset._parents, ctx
@@ -61,9 +63,12 @@ class _StreamingConcatenateIterator(DatasetIterator):
         self._current = self._datasets[which]._make_iterator(self._ctx)
 
     def get_state(self) -> dict[str, Any]:
-        return {self._WHICH: self._which, self._PARENT: self._current.get_state()}
+        return {self._WHICH: self._which, self._SEED: self._ctx.seed, self._EPOCH: self._ctx.epoch,
+                self._PARENT: self._current.get_state()}
 
     def set_state(self, state: dict[str, Any]) -> None:
+        # The seed and epoch travel in the state: the second input's iterator is built from them.
+        self._ctx = IterContext(seed=int(state[self._SEED]), epoch=int(state[self._EPOCH]))
         self._switch(int(state[self._WHICH]))
         self._current.set_state(state[self._PARENT])
 

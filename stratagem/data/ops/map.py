@@ -8,10 +8,12 @@ worker processes (``stratagem.data.ops.parallel_map``).
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from stratagem.data._structure import call_with_element
+from stratagem.data._structure import call_with_element, stack
 from stratagem.data.dataset import Dataset, _check_positive
 from stratagem.data.iterator import DatasetIterator, IterContext
 
@@ -30,6 +32,9 @@ class MapDataset(Dataset):
         self._num_parallel_calls = num_parallel_calls
         self._deterministic = True if deterministic is None else deterministic
         self._vectorized = vectorized
+        self._calibration: Any = None
+        self._pool: Any = None
+        self._pool_lock = threading.Lock()
 
     def _length(self) -> int | None:
         return self._parents[0]._length()
@@ -40,7 +45,26 @@ class MapDataset(Dataset):
     def _get_many(self, indices: Sequence[int], ctx: IterContext) -> Any:
         if self._vectorized:
             return call_with_element(self._fn, self._parents[0]._get_many(indices, ctx))
-        return super()._get_many(indices, ctx)
+        if self._num_parallel_calls is None or not indices:
+            return super()._get_many(indices, ctx)
+        return stack(self._parallel_get_many(indices, ctx))
+
+    def _parallel_get_many(self, indices: Sequence[int], ctx: IterContext) -> list[Any]:
+        # A batch above asks for B elements at once: compute them on the worker
+        # pool (shared by every fetch of this node), after AUTOTUNE calibration.
+        from stratagem.data.ops import parallel_map
+
+        with self._pool_lock:
+            if self._calibration is None:
+                self._calibration = parallel_map.Calibration(self._num_parallel_calls)  # type: ignore[arg-type]
+            calibration = self._calibration
+            if calibration.inline is not False:
+                parent = self._parents[0]
+                return [parallel_map.timed_call(self._fn, parent._get(i, ctx), i, calibration) for i in indices]
+            if self._pool is None or not self._pool.processes:
+                self._pool = parallel_map.WorkerPool(self, parallel_map.worker_count(self._num_parallel_calls))  # type: ignore[arg-type]
+                weakref.finalize(self, self._pool.close)
+            return parallel_map.map_many(self, self._pool, indices, ctx)
 
     def _make_iterator(self, ctx: IterContext) -> DatasetIterator:
         if self._num_parallel_calls is not None:
@@ -50,6 +74,17 @@ class MapDataset(Dataset):
         if self._length() is not None:
             return super()._make_iterator(ctx)
         return _StreamingMapIterator(self._parents[0]._make_iterator(ctx), self._fn)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A copy (pipeline rewriting) gets its own pool and lock, never this node's.
+        state = dict(self.__dict__)
+        state.update(_pool=None, _pool_lock=threading.Lock())
+        return state
+
+    def __copy__(self) -> MapDataset:
+        clone = MapDataset.__new__(MapDataset)
+        clone.__dict__.update(self.__getstate__())
+        return clone
 
     def __str__(self) -> str:
         name = getattr(self._fn, "__name__", "fn")

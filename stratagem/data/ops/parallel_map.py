@@ -1,66 +1,201 @@
-"""Parallel ``map``: calls run in forked worker processes, in order, with AUTOTUNE.
+"""Parallel ``map``: calls run in forked worker processes, results in input order.
 
 Why processes: a Python ``map_func`` holds the GIL, so threads would run it
 one call at a time. Workers are forked (as torch's DataLoader does on Linux),
 so they inherit the pipeline and ``map_func`` needs no pickling, lambdas
-included; elements travel through local pipes. Over a random-access parent a
-worker receives only an index and also computes the upstream element, so the
-whole chain runs in parallel.
+included; only indices and results travel, through local pipes. Over a
+random-access parent a worker receives indices and computes the upstream
+elements too, so the whole chain runs in parallel. Two users share this:
+
+- ``MapDataset._get_many`` (a ``batch`` above the map asks for B elements):
+  the indices are split into chunks, one round trip per chunk.
+- ``ParallelMapIterator`` (iterating the map itself): a window of calls in
+  flight ahead of the consumer.
 
 AUTOTUNE (``num_parallel_calls=AUTOTUNE``):
 
-1. Calibrate: the first few calls run inline, timing ``map_func``. If a call
-   takes less than ``_MIN_CALL_S`` the function is cheaper than moving its
-   result between processes, and the map stays inline (parallelism 1).
-2. Otherwise start one worker per available core and keep a window of
-   calls in flight, starting at one per worker.
-3. Each time the consumer finds the next result not ready (the map is the
-   bottleneck), widen the window by one, up to four per worker and to what
-   fits the memory budget (``Options().autotune.ram_budget`` divided by the
-   measured size of one result). A consumer that never waits leaves it alone.
+1. Calibrate: the first calls run inline, timing ``map_func``. A call under
+   ``MIN_CALL_S`` is cheaper than moving its result between processes, so the
+   map stays inline (parallelism 1).
+2. Otherwise start one worker per available core.
+3. Calls travel in chunks of about ``CHUNK_S`` of work (a round trip through
+   a pipe costs about a millisecond, as much as a short call). The
+   iterator's window of chunks in flight starts at two per worker and grows
+   by one whenever the consumer finds its next result not ready, up to four
+   per worker and to what fits ``Options().autotune.ram_budget`` given the
+   measured size of one result. A consumer that never waits leaves it.
 
-The window, not the worker count, is what adapts: it bounds memory (at most
-``window`` results are buffered) and hides jitter between calls.
-
-An exception in ``map_func`` reaches the consumer when its element is due,
-with the element index and the worker's traceback, and every worker is
-stopped. A worker that dies is reported with its exit code.
+An exception in ``map_func`` reaches the consumer with the element index
+and the worker's traceback, and the workers are stopped. A worker that dies
+is reported with its exit code; waits poll worker liveness, so none hangs.
 """
 
 from __future__ import annotations
 
+import collections
+import itertools
 import multiprocessing as mp
 import os
+import pickle
 import queue
+import signal
+import threading
 import time
 import traceback
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
 from stratagem._nest import map_structure
-from stratagem._process import die_with_parent
 from stratagem.data._structure import call_with_element, leaves
 from stratagem.data.iterator import DatasetIterator, IterContext
 from stratagem.data.options import AUTOTUNE, INFINITE_CARDINALITY
 
-_MIN_CALL_S = 2e-4
-_CALIBRATION_CALLS = 4
+MIN_CALL_S = 2e-4
+CHUNK_S = 5e-3  # work per task: round trips through a pipe cost about 1 ms
+CALIBRATION_CALLS = 4
 _POLL_S = 0.1
 _MAX_WINDOW_PER_WORKER = 4
 
 
 class MapFunctionError(RuntimeError):
-    """Carries the worker-side traceback of a failed ``map_func`` call (the ``__cause__``)."""
+    """A ``map_func`` call failed; ``__cause__`` is the original exception, the message has its traceback."""
 
 
 def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def worker_count(num_parallel_calls: int) -> int:
+    return available_cores() if num_parallel_calls == AUTOTUNE else int(num_parallel_calls)
+
+
+class Calibration:
+    """Decides, from the first calls' timings, whether processes can pay off."""
+
+    def __init__(self, num_parallel_calls: int) -> None:
+        self.autotune = num_parallel_calls == AUTOTUNE
+        self.timings: list[float] = []
+        self.result_bytes = 0
+        fixed_inline = not self.autotune and int(num_parallel_calls) <= 1
+        self.decided: bool | None = True if fixed_inline else (None if self.autotune else False)
+
+    @property
+    def inline(self) -> bool | None:
+        """True: stay inline; False: use workers; None: still measuring."""
+        return self.decided
+
+    def record(self, seconds: float, result: Any) -> None:
+        self.timings.append(seconds)
+        if len(self.timings) >= CALIBRATION_CALLS and self.decided is None:
+            self.decided = min(self.timings) < MIN_CALL_S or available_cores() == 1
+            self.result_bytes = nbytes(result)
+
+
+def timed_call(fn: Any, element: Any, index: int, calibration: Calibration) -> Any:
+    start = time.perf_counter()
+    try:
+        out = call_with_element(fn, element)
+    except Exception as err:
+        err.add_note(f"(in map function, on element {index})")
+        raise
+    calibration.record(time.perf_counter() - start, out)
+    return out
+
+
+class WorkerPool:
+    """Forked workers applying a ``MapDataset``'s function; ``get(key)`` returns results by key."""
+
+    def __init__(self, dataset: Any, num_workers: int) -> None:
+        context = mp.get_context("fork")
+        self._tasks: Any = context.Queue()
+        self._results: Any = context.Queue()
+        self._keys = itertools.count()
+        self._lock = threading.Lock()
+        self._done: dict[int, tuple[str, Any]] = {}
+        self.processes = [context.Process(target=_worker_main, args=(dataset, self._tasks, self._results), daemon=True)
+                          for _ in range(num_workers)]
+        for process in self.processes:
+            process.start()
+
+    def submit(self, kind: str, payload: Any, ctx: IterContext) -> int:
+        key = next(self._keys)
+        self._tasks.put((key, kind, payload, (ctx.seed, ctx.epoch)))
+        return key
+
+    def ready(self, key: int) -> bool:
+        self._drain(block=False)
+        return key in self._done
+
+    def get(self, key: int, where: str) -> Any:
+        while key not in self._done:
+            if not self._drain(block=True):
+                self._check_alive(where)
+        status, payload = self._done.pop(key)
+        if status == "error":
+            self.close()
+            original, text = payload
+            raise MapFunctionError(f"map function failed on {where}: {text}") from original
+        return _decode(payload)
+
+    def _drain(self, *, block: bool) -> bool:
+        with self._lock:
+            try:
+                key, status, payload = self._results.get(timeout=_POLL_S) if block else self._results.get_nowait()
+            except (queue.Empty, OSError, ValueError):
+                return False
+            self._done[key] = (status, payload)
+            return True
+
+    def _check_alive(self, where: str) -> None:
+        for number, process in enumerate(self.processes):
+            if process.exitcode is not None:
+                code = process.exitcode
+                self.close()
+                raise RuntimeError(
+                    f"map worker process {number} died (exit code {code}) while computing {where}; the other "
+                    "workers were stopped. A negative code is the signal that killed it (-9: often out of memory)."
+                )
+
+    def close(self) -> None:
+        processes, self.processes = self.processes, []
+        for _ in processes:
+            try:
+                self._tasks.put(None)
+            except (OSError, ValueError):
+                break
+        deadline = time.monotonic() + 2.0
+        for process in processes:
+            process.join(timeout=max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=2.0)
+        if processes:
+            self._tasks.close()
+            self._results.close()
+
+
+def map_many(dataset: Any, pool: WorkerPool, indices: Sequence[int], ctx: IterContext) -> list[Any]:
+    """``map_func`` over ``parent[indices]`` on the pool, one chunk per worker round trip, in order."""
+    count = max(1, len(pool.processes) * 2)
+    step = -(-len(indices) // count)
+    keys = [pool.submit("indices", list(indices[i : i + step]), ctx) for i in range(0, len(indices), step)]
+    out: list[Any] = []
+    for key in keys:
+        out.extend(pool.get(key, where=f"a batch of elements {indices[0]}..{indices[-1]}"))
+    return out
+
+
 class ParallelMapIterator(DatasetIterator):
-    """Iterator of a ``MapDataset`` with ``num_parallel_calls`` set."""
+    """Iterator of a ``MapDataset`` with ``num_parallel_calls``: chunks of calls in flight ahead of the consumer.
+
+    Calls travel in chunks sized from the calibration (about ``CHUNK_S`` of
+    work each), since one round trip through a pipe costs about as much as a
+    short call. Results are always handed out in input order, so the state is
+    exact; ``deterministic=False`` is accepted and behaves the same.
+    """
 
     _INDEX = "index"
     _EPOCH = "epoch"
@@ -70,186 +205,147 @@ class ParallelMapIterator(DatasetIterator):
     def __init__(self, dataset: Any, ctx: IterContext) -> None:
         self._dataset, self._ctx = dataset, ctx
         parent = dataset._parents[0]
-        self._random_access = parent._length() is not None
-        self._length = parent._length() if self._random_access else None
-        self._parent_iter = None if self._random_access else parent._make_iterator(ctx)
-        self._autotune = dataset._num_parallel_calls == AUTOTUNE
-        self._budget = dataset.options().autotune.ram_budget
-        self._workers: list[Any] = []
-        self._reset_position(0, None if self._random_access else self._parent_iter.get_state())
+        self._length = parent._length()
+        self._parent_iter = None if self._length is not None else parent._make_iterator(ctx)
+        self._pool: WorkerPool | None = None
+        self._reset(0, None if self._parent_iter is None else self._parent_iter.get_state())
 
-    # ---- position ------------------------------------------------------------
-    def _reset_position(self, index: int, parent_state: dict | None) -> None:
-        self._next_out = index               # next element to hand to the consumer
-        self._next_in = index                # next element to start computing
-        self._done: dict[int, tuple[str, Any]] = {}
+    def _reset(self, index: int, parent_state: dict | None) -> None:
+        self._next_out = self._next_in = index
+        self._pending: collections.deque[tuple[int, int]] = collections.deque()  # (pool key, number of elements)
+        self._ready: collections.deque[Any] = collections.deque()
         self._state_after: dict[int, dict | None] = {index - 1: parent_state}
         self._input_done = False
-        self._calibration: list[float] = []
-        self._inline = not self._autotune and int(self._dataset._num_parallel_calls) == 1
+        self._calibration = Calibration(self._dataset._num_parallel_calls)
+        self._chunk = 1
         self._window = 0
-        self._result_bytes = 0
 
     def get_state(self) -> dict[str, Any]:
-        if not self._dataset._deterministic:
-            raise ValueError(
-                "A map with deterministic=False has no exact position to save: results are taken as they "
-                "finish. Use deterministic=True (the default) for pipelines you checkpoint."
-            )
         state = {self._INDEX: self._next_out, self._EPOCH: self._ctx.epoch, self._SEED: self._ctx.seed}
-        if not self._random_access:
+        if self._parent_iter is not None:
             state[self._PARENT] = self._state_after[self._next_out - 1]
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self.close()
+        self._close_pool()
         self._ctx = IterContext(seed=int(state[self._SEED]), epoch=int(state[self._EPOCH]))
-        if not self._random_access:
+        if self._parent_iter is not None:
             self._parent_iter.set_state(state[self._PARENT])
-        self._reset_position(int(state[self._INDEX]), state.get(self._PARENT))
+        self._reset(int(state[self._INDEX]), state.get(self._PARENT))
 
-    # ---- producing -------------------------------------------------------------
     def __next__(self) -> Any:
-        if self._inline or len(self._calibration) < _CALIBRATION_CALLS and self._autotune and not self._workers:
+        if self._pool is None and (self._calibration.inline is not False or len(self._calibration.timings) < CALIBRATION_CALLS):
             return self._next_inline()
-        if not self._workers:
-            self._start_workers()
+        if self._pool is None:
+            self._start_pool()
         self._fill_window()
-        if self._next_out not in self._done and self._next_in == self._next_out:
-            raise StopIteration
-        return self._take_result()
-
-    def _next_inline(self) -> Any:
-        element = self._pull_input()
-        start = time.perf_counter()
-        try:
-            out = call_with_element(self._dataset._fn, element)
-        except Exception as err:
-            err.add_note(f"(in map function, on element {self._next_out})")
-            raise
-        self._calibration.append(time.perf_counter() - start)
+        if not self._ready:
+            if not self._pending:
+                raise StopIteration
+            self._receive_chunk()
+        out = self._ready.popleft()
         self._next_out += 1
         self._state_after.pop(self._next_out - 2, None)
-        if self._autotune and len(self._calibration) == _CALIBRATION_CALLS:
-            self._inline = min(self._calibration) < _MIN_CALL_S or available_cores() == 1
-            self._result_bytes = _nbytes(out)
         return out
 
-    def _pull_input(self) -> Any:
-        """The next input: an index (random-access parent) or an element (streaming parent)."""
+    def _next_inline(self) -> Any:
+        index = self._next_out
+        element = self._pull(fetch=True)
+        out = timed_call(self._dataset._fn, element, index, self._calibration)
+        self._next_out += 1
+        self._state_after.pop(index - 1, None)
+        return out
+
+    def _start_pool(self) -> None:
+        self._pool = WorkerPool(self._dataset, worker_count(self._dataset._num_parallel_calls))
+        mean_call = sum(self._calibration.timings) / max(1, len(self._calibration.timings))
+        self._chunk = max(1, min(256, int(CHUNK_S / max(mean_call, 1e-6))))
+        self._window = 2 * len(self._pool.processes)  # chunks in flight
+
+    def _pull(self, *, fetch: bool) -> Any:
+        """The next input: the element itself (inline), or an index / encoded element for a worker."""
         index = self._next_in
-        if self._random_access:
-            if self._length not in (None, INFINITE_CARDINALITY) and index >= self._length:
+        if self._parent_iter is None:
+            if self._length != INFINITE_CARDINALITY and index >= self._length:
                 raise StopIteration
             self._next_in += 1
-            return self._dataset._parents[0]._get(index, self._ctx) if self._inline_or_calibrating() else index
+            return self._dataset._parents[0]._get(index, self._ctx) if fetch else index
         element = next(self._parent_iter)
         self._next_in += 1
         self._state_after[index] = self._parent_iter.get_state()
-        return element
-
-    def _inline_or_calibrating(self) -> bool:
-        return not self._workers
-
-    def _start_workers(self) -> None:
-        count = available_cores() if self._autotune else int(self._dataset._num_parallel_calls)
-        context = mp.get_context("fork")
-        self._tasks: Any = context.Queue()
-        self._results: Any = context.Queue()
-        for _ in range(count):
-            process = context.Process(
-                target=_worker_main, args=(self._dataset, self._ctx, self._random_access, self._tasks, self._results),
-                daemon=True,
-            )
-            process.start()
-            self._workers.append(process)
-        self._window = count
+        return element if fetch else _encode(element)
 
     def _fill_window(self) -> None:
-        while not self._input_done and self._next_in - self._next_out < self._window:
-            index = self._next_in
-            try:
-                payload = self._pull_input()
-            except StopIteration:
-                self._input_done = True
-                return
-            self._tasks.put((index, _encode(payload) if not self._random_access else payload))
+        assert self._pool is not None
+        while not self._input_done and len(self._pending) < self._window:
+            inputs = []
+            for _ in range(self._chunk):
+                try:
+                    inputs.append(self._pull(fetch=False))
+                except StopIteration:
+                    self._input_done = True
+                    break
+            if inputs:
+                kind = "indices" if self._parent_iter is None else "elements"
+                self._pending.append((self._pool.submit(kind, inputs, self._ctx), len(inputs)))
 
-    def _take_result(self) -> Any:
-        waited = False
-        while self._next_out not in self._done:
-            waited = True
-            try:
-                index, status, payload = self._results.get(timeout=_POLL_S)
-                self._done[index] = (status, payload)
-            except queue.Empty:
-                self._check_workers()
-            if not self._dataset._deterministic and self._done:
-                break
-        if waited and self._autotune:
+    def _receive_chunk(self) -> None:
+        assert self._pool is not None
+        key, count = self._pending.popleft()
+        if self._calibration.autotune and not self._pool.ready(key):
             self._widen_window()
-        index = self._next_out if self._next_out in self._done else min(self._done)
-        status, payload = self._done.pop(index)
-        self._next_out += 1
-        self._state_after.pop(self._next_out - 2, None)
-        if status == "error":
-            self.close()
-            raise MapFunctionError(f"map function failed on element {index}: {payload[1]}") from payload[0]
-        return _decode(payload)
+        first = self._next_out
+        self._ready.extend(self._pool.get(key, where=f"elements {first}..{first + count - 1}"))
 
     def _widen_window(self) -> None:
-        cap = _MAX_WINDOW_PER_WORKER * len(self._workers)
-        if self._result_bytes:
-            cap = min(cap, max(len(self._workers), self._budget // self._result_bytes))
+        assert self._pool is not None
+        cap = _MAX_WINDOW_PER_WORKER * len(self._pool.processes)
+        budget = self._dataset.options().autotune.ram_budget
+        if self._calibration.result_bytes:
+            cap = min(cap, max(len(self._pool.processes), budget // (self._calibration.result_bytes * self._chunk)))
         self._window = min(cap, self._window + 1)
 
-    def _check_workers(self) -> None:
-        for number, process in enumerate(self._workers):
-            if process.exitcode is not None:
-                code = process.exitcode
-                self.close()
-                raise RuntimeError(
-                    f"map worker process {number} died (exit code {code}) while computing element "
-                    f"{self._next_out}; the map's other workers were stopped. A negative code is the signal "
-                    "that killed it (e.g. -9: out of memory)."
-                )
+    def _close_pool(self) -> None:
+        pool, self._pool = getattr(self, "_pool", None), None
+        if pool is not None:
+            pool.close()
 
     def close(self) -> None:
-        workers, self._workers = getattr(self, "_workers", []), []
-        for _ in workers:
-            self._tasks.put(None)
-        deadline = time.monotonic() + 2.0
-        for process in workers:
-            process.join(timeout=max(0.0, deadline - time.monotonic()))
-            if process.is_alive():
-                process.kill()
-                process.join(timeout=2.0)
-        if workers:
-            self._tasks.close()
-            self._results.close()
+        self._close_pool()
+        if getattr(self, "_parent_iter", None) is not None:
+            self._parent_iter.close()
 
 
-def _worker_main(dataset: Any, ctx: IterContext, random_access: bool, tasks: Any, results: Any) -> None:
-    die_with_parent()
-    torch.set_num_threads(1)  # the workers together, not each, should use the cores
-    import signal
-
+def _worker_main(dataset: Any, tasks: Any, results: Any) -> None:
+    # NOTE: not PR_SET_PDEATHSIG: it fires when the forking *thread* ends, and a
+    # pool may be forked from a prefetch thread. Watching the parent pid instead.
+    parent_pid = os.getppid()
+    torch.set_num_threads(1)  # the workers together, not each, use the cores
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the consumer's to handle
-    parent = dataset._parents[0]
+    parent, fn = dataset._parents[0], dataset._fn
     while True:
-        task = tasks.get()
+        try:
+            task = tasks.get(timeout=1.0)
+        except queue.Empty:
+            if os.getppid() != parent_pid:  # the consumer process is gone
+                return
+            continue
         if task is None:
             return
-        index, payload = task
+        key, kind, payload, (seed, epoch) = task
+        ctx = IterContext(seed=seed, epoch=epoch)
         try:
-            element = parent._get(payload, ctx) if random_access else _decode(payload)
-            results.put((index, "ok", _encode(call_with_element(dataset._fn, element))))
+            if kind == "indices":
+                out: Any = [call_with_element(fn, parent._get(i, ctx)) for i in payload]
+            else:
+                out = [call_with_element(fn, element) for element in _decode(payload)]
+            results.put((key, "ok", _encode(out)))
         except BaseException as err:  # reported to the consumer, which stops every worker
-            results.put((index, "error", (_picklable(err), f"{type(err).__name__}: {err}\n{traceback.format_exc()}")))
+            results.put((key, "error", (_picklable(err), f"{type(err).__name__}: {err}\n{traceback.format_exc()}")))
 
 
 class _TensorLeaf:
-    """A torch tensor travelling as a numpy array (avoids shared-memory file descriptors)."""
+    """A torch tensor travelling as a numpy array (no shared-memory file descriptors to leak)."""
 
     def __init__(self, array: np.ndarray) -> None:
         self.array = array
@@ -265,8 +361,6 @@ def _decode(structure: Any) -> Any:
 
 
 def _picklable(err: BaseException) -> BaseException:
-    import pickle
-
     try:
         pickle.loads(pickle.dumps(err))
         return err
@@ -274,5 +368,5 @@ def _picklable(err: BaseException) -> BaseException:
         return RuntimeError(f"{type(err).__name__}: {err}")
 
 
-def _nbytes(structure: Any) -> int:
+def nbytes(structure: Any) -> int:
     return int(sum(getattr(leaf, "nbytes", 8) for leaf in leaves(structure)))

@@ -28,18 +28,24 @@ class RepeatDataset(Dataset):
         n = self._parents[0]._length()
         if n is None:
             return None
+        if self.count == 0:  # tf.data: repeat(0) is empty even over an endless input
+            return 0
         if self.count == -1:
             return INFINITE_CARDINALITY if n != 0 else 0
         return INFINITE_CARDINALITY if n == INFINITE_CARDINALITY else n * self.count
 
     def _get(self, index: int, ctx: IterContext) -> Any:
         n = self._parents[0]._length()
-        assert n is not None and n > 0
+        assert n is not None and n != 0
+        if n == INFINITE_CARDINALITY:  # the first pass never ends
+            return self._parents[0]._get(index, self._pass_context(ctx, 0))
         return self._parents[0]._get(index % n, self._pass_context(ctx, index // n))
 
     def _get_many(self, indices: Sequence[int], ctx: IterContext) -> Any:
         n = self._parents[0]._length()
-        assert n is not None and n > 0
+        assert n is not None and n != 0
+        if n == INFINITE_CARDINALITY:
+            return self._parents[0]._get_many(indices, self._pass_context(ctx, 0))
         passes = {i // n for i in indices}
         if len(passes) == 1:  # the common case: one batch within one pass
             return self._parents[0]._get_many([i % n for i in indices], self._pass_context(ctx, passes.pop()))
@@ -57,30 +63,45 @@ class RepeatDataset(Dataset):
 class _StreamingRepeatIterator(DatasetIterator):
     _PASS = "repetition"
     _PARENT = "parent"
+    _SEED = "seed"
+    _EPOCH = "epoch"
 
     def __init__(self, dataset: RepeatDataset, ctx: IterContext) -> None:
         self._dataset, self._ctx = dataset, ctx
         self._repetition = 0
-        self._parent = dataset._parents[0]._make_iterator(dataset._pass_context(ctx, 0))
+        self._parent = self._start_pass()
+
+    def _start_pass(self) -> DatasetIterator:
+        self._pass_is_empty = True  # a fresh pass that ends at once means the input is empty
+        return self._dataset._parents[0]._make_iterator(self._dataset._pass_context(self._ctx, self._repetition))
 
     def __next__(self) -> Any:
         while self._dataset.count == -1 or self._repetition < self._dataset.count:
             try:
-                return next(self._parent)
+                element = next(self._parent)
             except StopIteration:
+                if self._pass_is_empty:  # tf.data: repeating an empty input ends instead of spinning forever
+                    raise
                 self._repetition += 1
                 self._parent.close()
-                self._parent = self._dataset._parents[0]._make_iterator(self._dataset._pass_context(self._ctx, self._repetition))
+                self._parent = self._start_pass()
+                continue
+            self._pass_is_empty = False
+            return element
         raise StopIteration
 
     def get_state(self) -> dict[str, Any]:
-        return {self._PASS: self._repetition, self._PARENT: self._parent.get_state()}
+        return {self._PASS: self._repetition, self._SEED: self._ctx.seed, self._EPOCH: self._ctx.epoch,
+                self._PARENT: self._parent.get_state()}
 
     def set_state(self, state: dict[str, Any]) -> None:
+        # The seed and epoch travel in the state: later passes are built from them.
         self._repetition = int(state[self._PASS])
+        self._ctx = IterContext(seed=int(state[self._SEED]), epoch=int(state[self._EPOCH]))
         self._parent.close()
-        self._parent = self._dataset._parents[0]._make_iterator(self._dataset._pass_context(self._ctx, self._repetition))
+        self._parent = self._start_pass()
         self._parent.set_state(state[self._PARENT])
+        self._pass_is_empty = False  # the restored pass may have produced elements before the save
 
     def close(self) -> None:
         self._parent.close()

@@ -20,12 +20,21 @@ def _as_array(value: Any) -> Any:
     return np.asarray(value)
 
 
+def _as_components(value: Any) -> Any:
+    """Tuples and dicts are structure; anything else, a list included, is one array (as in tf.data)."""
+    if isinstance(value, dict):
+        return {key: _as_components(sub) for key, sub in value.items()}
+    if isinstance(value, tuple):
+        return type(value)(_as_components(sub) for sub in value)
+    return _as_array(value)
+
+
 class TensorSliceDataset(Dataset):
     """Row ``i`` of every component; batches are gathered with one fancy index per component."""
 
     def __init__(self, tensors: Any) -> None:
         super().__init__()
-        self._tensors = map_structure(_as_array, tensors)
+        self._tensors = _as_components(tensors)
         lengths = [int(np.shape(leaf)[0]) if np.ndim(leaf) else -1 for leaf in leaves(self._tensors)]
         if not lengths or min(lengths) < 0:
             raise ValueError("from_tensor_slices needs arrays with at least one axis. Received: a scalar component")
@@ -56,7 +65,7 @@ class TensorDataset(Dataset):
 
     def __init__(self, tensors: Any) -> None:
         super().__init__()
-        self._tensors = map_structure(_as_array, tensors)
+        self._tensors = _as_components(tensors)
 
     def _length(self) -> int:
         return 1

@@ -46,7 +46,9 @@ class _StreamingZipIterator(DatasetIterator):
         self._parents = parents
 
     def __next__(self) -> Any:
-        return tuple(next(p) for p in self._parents)
+        # A list comprehension, not a generator expression: inside a generator, the StopIteration
+        # of an exhausted input would turn into RuntimeError (PEP 479) instead of ending the zip.
+        return tuple([next(p) for p in self._parents])
 
     def get_state(self) -> dict[str, Any]:
         return {self._PARENTS: [p.get_state() for p in self._parents]}

@@ -1,0 +1,422 @@
+"""``CacheDataset``: elements kept after one full pass, in memory or in ``.npz`` files.
+
+The first complete pass over the parent is recorded; every later pass (a new
+``iter()``) reads the recording instead of running the parent. As in tf.data,
+a pass that stops early records nothing, and upstream randomness is frozen:
+every pass repeats the recorded order. The recorded pass is always the
+parent's epoch 0 under the iterator's seed, so a lost in-memory cache is
+rebuilt identically when a position is restored in a new process.
+
+On disk (``filename`` not empty) elements go to ``<filename>.<n>.npz`` chunk
+files of plain numpy arrays, never pickles, plus ``<filename>.index.json``
+holding the count and the element structure (dicts, tuples, torch or
+numpy leaves). Chunks are written to temporary names while the pass runs and
+renamed into place, then the index, only when the pass completes: an index
+file means a complete cache. Files are read with ``allow_pickle=False``.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import uuid
+import zipfile
+from typing import Any
+
+import numpy as np
+import torch
+
+from stratagem.data._structure import leaves
+from stratagem.data.dataset import Dataset
+from stratagem.data.iterator import DatasetIterator, IterContext
+from stratagem.data.options import INFINITE_CARDINALITY
+
+_CHUNK_SIZE = 256
+_INDEX_VERSION = 1
+_MAX_OPEN_CHUNKS = 16
+
+
+class CacheDataset(Dataset):
+    """Records the first full pass and replays it; see ``Dataset.cache``.
+
+    Over a random-access parent the cache is random-access too: the first
+    element asked for fills the whole cache (one pass over the parent), and
+    every element then comes from it. Over an endless parent nothing can be
+    recorded and elements come from the parent.
+
+    Args:
+        parent: The input dataset.
+        filename: ``""`` to cache in memory, else the path prefix of the cache
+            files. An existing complete cache with that prefix is reused, as
+            in tf.data; give each pipeline (and each worker) its own prefix.
+
+    Raises:
+        TypeError: If ``filename`` is not a string or path; while filling, if an
+            element holds object arrays or dicts with non-string keys.
+        ValueError: While reading, if a cache file is corrupt or partially
+            written (the message names the file to delete).
+
+    Example:
+        >>> ds = Dataset.range(3).map(expensive_fn).cache()
+        >>> first, second = list(ds), list(ds)  # expensive_fn runs 3 times, not 6
+    """
+
+    def __init__(self, parent: Dataset, filename: str | os.PathLike[str] = "") -> None:
+        super().__init__(parent)
+        if not isinstance(filename, (str, os.PathLike)):
+            raise TypeError(f"cache filename must be a str or path. Received: filename of type {type(filename).__name__}")
+        self.filename = os.fspath(filename)
+        self._store_parent: Dataset | None = None
+        self._store_obj: _MemoryStore | _FileStore | None = None
+
+    def store(self) -> _MemoryStore | _FileStore:
+        """Where elements are kept; a copy of this node with another parent gets its own."""
+        if self._store_obj is None or self._store_parent is not self._parents[0]:
+            self._store_obj = _MemoryStore() if self.filename == "" else _FileStore(self.filename)
+            self._store_parent = self._parents[0]
+        return self._store_obj
+
+    def _length(self) -> int | None:
+        return self._parents[0]._length()
+
+    def _get(self, index: int, ctx: IterContext) -> Any:
+        if self._length() == INFINITE_CARDINALITY:  # an endless pass never completes: nothing to cache
+            return self._parents[0]._get(index, ctx)
+        store = self.store()
+        if not store.is_complete():
+            self.fill(ctx.seed)
+        return store.get(index)
+
+    def fill(self, seed: int) -> None:
+        """Records a whole pass of the parent (its epoch 0 under ``seed``)."""
+        parent, ctx = self._parents[0], IterContext(seed=seed, epoch=0)
+        writer = self.store().writer()
+        iterator = None if parent._length() is not None else parent._make_iterator(ctx)
+        try:
+            if iterator is None:
+                for index in range(parent._length() or 0):
+                    writer.append(parent._get(index, ctx))
+            else:
+                for element in iterator:
+                    writer.append(element)
+            writer.commit(seed)
+        finally:
+            writer.abort()
+            if iterator is not None:
+                iterator.close()
+
+    def _make_iterator(self, ctx: IterContext) -> DatasetIterator:
+        if self._length() is not None:
+            return super()._make_iterator(ctx)
+        return _CacheIterator(self, ctx)
+
+    def __str__(self) -> str:
+        return f"CacheDataset({self.filename!r}) <- {self._parents[0]}"
+
+
+class _CacheIterator(DatasetIterator):
+    """Fills the cache while passing the parent through, or reads a complete cache."""
+
+    _MODE = "mode"
+    _POSITION = "position"
+    _SEED = "seed"
+    _PARENT = "parent"
+    _FILL, _READ = "fill", "read"
+
+    def __init__(self, dataset: CacheDataset, ctx: IterContext) -> None:
+        self._dataset = dataset
+        self._parent: DatasetIterator | None = None
+        self._writer: _MemoryWriter | _FileWriter | None = None
+        self._position = 0
+        self._start(self._READ if dataset.store().is_complete() else self._FILL, ctx.seed, parent_state=None)
+
+    def _start(self, mode: str, seed: int, parent_state: dict[str, Any] | None) -> None:
+        self.close()
+        self._mode, self._seed = mode, seed
+        if mode == self._READ:
+            return
+        self._parent = self._dataset._parents[0]._make_iterator(IterContext(seed=seed, epoch=0))
+        if parent_state is not None:
+            self._parent.set_state(parent_state)
+        # NOTE: a pass restored mid-way lacks the elements before the restore point (a state holds no
+        # elements), so it passes the parent through without recording; the next full pass records.
+        self._writer = self._dataset.store().writer() if self._position == 0 else None
+
+    def __next__(self) -> Any:
+        if self._mode == self._READ:
+            store = self._dataset.store()
+            if self._position >= len(store):
+                raise StopIteration
+            element = store.get(self._position)
+        else:
+            assert self._parent is not None
+            try:
+                element = next(self._parent)
+            except StopIteration:
+                if self._writer is not None:
+                    self._writer.commit(self._seed)
+                    self._writer = None
+                raise
+            if self._writer is not None:
+                self._writer.append(element)
+        self._position += 1
+        return element
+
+    def get_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {self._MODE: self._mode, self._POSITION: self._position}
+        if self._mode == self._READ:
+            seed = self._dataset.store().seed
+            state[self._SEED] = self._seed if seed is None else seed
+        else:
+            assert self._parent is not None
+            state[self._SEED], state[self._PARENT] = self._seed, self._parent.get_state()
+        return state
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        mode, seed = str(state[self._MODE]), int(state[self._SEED])
+        if mode not in (self._FILL, self._READ):
+            raise ValueError(f"Unknown cache iterator mode. Expected 'fill' or 'read'. Received: mode={mode!r}")
+        self._position = int(state[self._POSITION])
+        if mode == self._READ and not self._dataset.store().is_complete():
+            self._dataset.fill(seed)  # e.g. an in-memory cache restored in a new process: rebuild it
+        self._start(mode, seed, parent_state=state.get(self._PARENT))
+
+    def close(self) -> None:
+        writer, self._writer = getattr(self, "_writer", None), None
+        parent, self._parent = getattr(self, "_parent", None), None
+        if writer is not None:
+            writer.abort()
+        if parent is not None:
+            parent.close()
+
+
+class _MemoryStore:
+    """Elements in a list, as produced."""
+
+    def __init__(self) -> None:
+        self._elements: list[Any] | None = None
+        self.seed: int | None = None
+
+    def is_complete(self) -> bool:
+        return self._elements is not None
+
+    def __len__(self) -> int:
+        return len(self._elements or ())
+
+    def get(self, index: int) -> Any:
+        assert self._elements is not None
+        return self._elements[index]
+
+    def writer(self) -> _MemoryWriter:
+        return _MemoryWriter(self)
+
+
+class _MemoryWriter:
+    def __init__(self, store: _MemoryStore) -> None:
+        self._store, self._elements = store, []
+
+    def append(self, element: Any) -> None:
+        self._elements.append(element)
+
+    def commit(self, seed: int) -> None:
+        if not self._store.is_complete():  # another pass may have completed first; it wins
+            self._store._elements, self._store.seed = self._elements, seed
+
+    def abort(self) -> None:
+        self._elements = []
+
+
+class _FileStore:
+    """Elements in ``<prefix>.<n>.npz`` chunks described by ``<prefix>.index.json``."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.index_path = f"{prefix}.index.json"
+        self._index: dict[str, Any] | None = None
+        self._open: collections.OrderedDict[int, Any] = collections.OrderedDict()
+
+    @property
+    def seed(self) -> int | None:
+        return None if self._index is None else self._index["seed"]
+
+    def chunk_path(self, chunk: int) -> str:
+        return f"{self.prefix}.{chunk}.npz"
+
+    def is_complete(self) -> bool:
+        if self._index is None and os.path.exists(self.index_path):
+            self._index = _read_index(self.index_path)
+        return self._index is not None
+
+    def __len__(self) -> int:
+        return 0 if self._index is None else int(self._index["num_elements"])
+
+    def get(self, index: int) -> Any:
+        assert self._index is not None
+        if not 0 <= index < len(self):
+            raise IndexError(f"cache index out of range. Received: index={index}, num_elements={len(self)}")
+        chunk, offset = divmod(index, int(self._index["chunk_size"]))
+        path = self.chunk_path(chunk)
+        try:
+            npz = self._chunk(chunk, path)
+            arrays = [npz[f"{offset}_{leaf}"] for leaf in range(self._index["num_leaves"])]
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, RuntimeError) as err:
+            raise _corrupt(path, err) from err
+        return _decode(self._index["structure"], iter(arrays))
+
+    def _chunk(self, chunk: int, path: str) -> Any:
+        if chunk in self._open:
+            self._open.move_to_end(chunk)
+            return self._open[chunk]
+        npz = np.load(path, allow_pickle=False)  # never unpickle: a cache file is data, not code
+        if not isinstance(npz, np.lib.npyio.NpzFile):
+            raise ValueError("not an .npz archive")
+        self._open[chunk] = npz
+        if len(self._open) > _MAX_OPEN_CHUNKS:
+            self._open.popitem(last=False)[1].close()
+        return npz
+
+    def writer(self) -> _FileWriter:
+        return _FileWriter(self)
+
+
+class _FileWriter:
+    """Writes chunks under temporary names; ``commit`` renames them and writes the index last."""
+
+    def __init__(self, store: _FileStore) -> None:
+        self._store = store
+        self._token = f"tmp-{os.getpid()}-{uuid.uuid4().hex}"
+        self._pending: dict[str, np.ndarray] = {}
+        self._temps: list[str] = []
+        self._count = 0
+        self._structure: Any = None
+        self._num_leaves = 0
+
+    def append(self, element: Any) -> None:
+        structure, arrays = _encode(element)
+        if self._count == 0:
+            self._structure, self._num_leaves = structure, len(arrays)
+        elif _skeleton(structure) != _skeleton(self._structure):  # leaf kinds may vary (np.float64 vs 0-d array)
+            raise TypeError(
+                "cache needs every element to have the same structure. "
+                f"Received: element {self._count} has structure {structure}, element 0 has {self._structure}"
+            )
+        offset = self._count % _CHUNK_SIZE
+        self._pending.update({f"{offset}_{leaf}": array for leaf, array in enumerate(arrays)})
+        self._count += 1
+        if self._count % _CHUNK_SIZE == 0:
+            self._flush()
+
+    def _flush(self) -> None:
+        directory = os.path.dirname(self._store.prefix)
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+        temp = f"{self._store.chunk_path(len(self._temps))}.{self._token}"
+        with open(temp, "wb") as f:  # a file object: np.savez would append ".npz" to a name
+            np.savez(f, **self._pending)
+        self._temps.append(temp)
+        self._pending = {}
+
+    def commit(self, seed: int) -> None:
+        if self._store.is_complete():  # another pass completed first; keep its files
+            return
+        if self._pending or not self._temps:
+            self._flush()
+        for chunk, temp in enumerate(self._temps):
+            os.replace(temp, self._store.chunk_path(chunk))
+        self._temps = []
+        index = {"version": _INDEX_VERSION, "num_elements": self._count, "chunk_size": _CHUNK_SIZE,
+                 "num_leaves": self._num_leaves, "structure": self._structure, "seed": int(seed)}
+        temp = f"{self._store.index_path}.{self._token}"
+        with open(temp, "w", encoding="utf-8") as f:
+            json.dump(index, f)
+        os.replace(temp, self._store.index_path)  # the index appears last: it marks the cache complete
+
+    def abort(self) -> None:
+        for temp in self._temps:
+            if os.path.exists(temp):
+                os.remove(temp)
+        self._temps, self._pending = [], {}
+
+
+def _corrupt(path: str, err: BaseException) -> ValueError:
+    return ValueError(
+        f"The cache file {path} is corrupt or partially written ({type(err).__name__}: {err}). "
+        f"Delete it and the other files starting with the same prefix to rebuild the cache. Received: file={path}"
+    )
+
+
+def _read_index(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            index = json.load(f)
+        if index.get("version") != _INDEX_VERSION:
+            raise ValueError(f"unsupported version {index.get('version')!r}, expected {_INDEX_VERSION}")
+        for key in ("num_elements", "chunk_size", "num_leaves", "seed"):
+            if not isinstance(index.get(key), int):
+                raise ValueError(f"missing or non-integer {key!r}")
+        if "structure" not in index:
+            raise ValueError("missing 'structure'")
+    except (OSError, ValueError, AttributeError) as err:
+        raise _corrupt(path, err) from err
+    return index
+
+
+def _encode(element: Any) -> tuple[Any, list[np.ndarray]]:
+    """A JSON description of ``element``'s structure and leaf kinds, and its leaves as numpy arrays."""
+    if isinstance(element, dict):
+        if not all(isinstance(key, str) for key in element):
+            raise TypeError(f"cache(filename) needs string dict keys. Received: keys {list(element)}")
+        parts = [(key, _encode(value)) for key, value in element.items()]
+        return {"dict": [[key, part[0]] for key, part in parts]}, [a for _, part in parts for a in part[1]]
+    if isinstance(element, (tuple, list)):
+        parts2 = [_encode(value) for value in element]
+        kind = "tuple" if isinstance(element, tuple) else "list"
+        return {kind: [part[0] for part in parts2]}, [a for part in parts2 for a in part[1]]
+    return {"leaf": _leaf_kind(element)}, [_leaf_array(element)]
+
+
+def _skeleton(structure: dict[str, Any]) -> Any:
+    """``structure`` without leaf kinds: what must agree between elements."""
+    if "dict" in structure:
+        return [[key, _skeleton(sub)] for key, sub in structure["dict"]]
+    if "leaf" in structure:
+        return None
+    kind = "tuple" if "tuple" in structure else "list"
+    return (kind, [_skeleton(sub) for sub in structure[kind]])
+
+
+def _leaf_kind(leaf: Any) -> str:
+    if isinstance(leaf, torch.Tensor):
+        return "torch"
+    if isinstance(leaf, np.ndarray):
+        return "array"
+    return "scalar" if isinstance(leaf, np.generic) else "python"
+
+
+def _leaf_array(leaf: Any) -> np.ndarray:
+    try:
+        array = leaf.detach().cpu().numpy() if isinstance(leaf, torch.Tensor) else np.asarray(leaf)
+    except TypeError as err:  # e.g. bfloat16, which numpy cannot hold
+        raise TypeError(f"cache(filename) cannot store this tensor as numpy. Received: {err}") from err
+    if array.dtype.hasobject:
+        raise TypeError(
+            "cache(filename) stores plain numpy arrays and never pickles, so object arrays cannot be cached. "
+            f"Convert the component to a numeric or string dtype. Received: dtype={array.dtype}"
+        )
+    return array
+
+
+def _decode(structure: dict[str, Any], arrays: Any) -> Any:
+    if "dict" in structure:
+        return {key: _decode(sub, arrays) for key, sub in structure["dict"]}
+    if "tuple" in structure or "list" in structure:
+        kind = "tuple" if "tuple" in structure else "list"
+        values = [_decode(sub, arrays) for sub in structure[kind]]
+        return tuple(values) if kind == "tuple" else values
+    kind, array = structure["leaf"], next(arrays)
+    if kind == "torch":
+        return torch.from_numpy(np.array(array))  # a copy: writable, owned by the tensor
+    if kind == "scalar":
+        return array[()]
+    return array.item() if kind == "python" else array

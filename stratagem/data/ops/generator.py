@@ -1,0 +1,199 @@
+"""``GeneratorDataset``: the elements of a Python generator, called anew for every epoch.
+
+A generator cannot jump to a position, so the iterator's state is the number
+of elements consumed, and restoring it calls ``generator()`` again and
+discards that many elements. That replay costs as much as producing them
+did: O(position) time, nothing stored. A generator that yields a different
+sequence on every call cannot be restored exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from stratagem.data.dataset import Dataset
+from stratagem.data.iterator import DatasetIterator, IterContext
+
+
+class GeneratorDataset(Dataset):
+    """Elements of ``generator()``; see ``Dataset.from_generator``.
+
+    Python scalars and lists in the yielded elements become numpy arrays;
+    tuples and dicts keep their structure, and numpy arrays and torch tensors
+    pass through.
+
+    Args:
+        generator: A callable taking no arguments that returns an iterable.
+            It is called once per epoch (and again to restore a position).
+        output_signature: Optional structure matching the elements, each leaf
+            a dtype (``"float32"``, ``np.int64``, ``torch.float32``) or a
+            ``(shape, dtype)`` pair as in ``Dataset.element_spec``, with None
+            for a dimension of any size. Leaves are cast to the dtype (a torch
+            dtype gives a torch tensor) and their shapes are checked.
+
+    Raises:
+        TypeError: If ``generator`` is not callable or a leaf of
+            ``output_signature`` is not a dtype or ``(shape, dtype)`` pair.
+
+    Example:
+        >>> ds = Dataset.from_generator(lambda: iter(range(3)))
+        >>> [int(x) for x in ds]
+        [0, 1, 2]
+    """
+
+    def __init__(self, generator: Callable[[], Iterable[Any]], output_signature: Any = None) -> None:
+        super().__init__()
+        if not callable(generator):
+            raise TypeError(
+                "generator must be a callable that returns an iterable (tf.data calls it once per epoch). "
+                f"Received: generator of type {type(generator).__name__}"
+            )
+        self._generator = generator
+        self._signature = None if output_signature is None else _parse_signature(output_signature)
+
+    def _make_iterator(self, ctx: IterContext) -> DatasetIterator:
+        return _GeneratorIterator(self)
+
+    def convert(self, element: Any, position: int) -> Any:
+        """Python values to numpy; cast and shape-check against ``output_signature`` if given."""
+        element = _to_arrays(element)
+        if self._signature is None:
+            return element
+        return _apply_signature(element, self._signature, position, path="element")
+
+    def start(self) -> Iterator[Any]:
+        """A new iterator over ``generator()``."""
+        return iter(self._generator())
+
+    def __str__(self) -> str:
+        return f"GeneratorDataset({getattr(self._generator, '__name__', 'generator')})"
+
+
+class _GeneratorIterator(DatasetIterator):
+    _CONSUMED = "num_consumed"
+
+    def __init__(self, dataset: GeneratorDataset) -> None:
+        self._dataset = dataset
+        self._source: Iterator[Any] | None = None  # created lazily, so a restore calls generator() once
+        self._consumed = 0
+
+    def __next__(self) -> Any:
+        if self._source is None:
+            self._source = self._dataset.start()
+            self._replay(self._consumed)
+        element = next(self._source)
+        self._consumed += 1
+        return self._dataset.convert(element, self._consumed - 1)
+
+    def _replay(self, count: int) -> None:
+        assert self._source is not None
+        for skipped in range(count):
+            try:
+                next(self._source)
+            except StopIteration:
+                raise ValueError(
+                    "Cannot restore a from_generator position: the generator ended before the saved position, "
+                    "so it does not yield the same sequence on every call. Make generator() deterministic. "
+                    f"Received: num_consumed={count}, generator yielded {skipped}"
+                ) from None
+
+    def get_state(self) -> dict[str, Any]:
+        return {self._CONSUMED: self._consumed}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.close()
+        self._consumed = int(state[self._CONSUMED])
+
+    def close(self) -> None:
+        source, self._source = self._source, None
+        close = getattr(source, "close", None)
+        if close is not None:
+            close()
+
+
+def _to_arrays(element: Any) -> Any:
+    """Python scalars and lists become numpy arrays; tuples and dicts recurse (tf treats lists as tensors)."""
+    if isinstance(element, dict):
+        return {key: _to_arrays(value) for key, value in element.items()}
+    if isinstance(element, tuple):
+        return tuple(_to_arrays(value) for value in element)
+    if isinstance(element, (np.ndarray, np.generic, torch.Tensor)):
+        return element
+    return np.asarray(element)
+
+
+def _is_dtype(value: Any) -> bool:
+    if isinstance(value, torch.dtype):
+        return True
+    if isinstance(value, (str, np.dtype, type)):
+        try:
+            np.dtype(value)
+        except TypeError:
+            return False
+        return True
+    return False
+
+
+def _is_shape(value: Any) -> bool:
+    return isinstance(value, (tuple, list, torch.Size)) and all(d is None or isinstance(d, int) for d in value)
+
+
+def _parse_signature(signature: Any) -> Any:
+    """Leaves become ``(shape or None, dtype)``; structure is kept."""
+    if _is_dtype(signature):
+        return (None, signature)
+    if isinstance(signature, tuple) and len(signature) == 2 and _is_shape(signature[0]) and _is_dtype(signature[1]):
+        return (tuple(signature[0]), signature[1])
+    if isinstance(signature, dict):
+        return {key: _parse_signature(value) for key, value in signature.items()}
+    if isinstance(signature, (tuple, list)):
+        return _Structure(_parse_signature(value) for value in signature)
+    raise TypeError(
+        "Each leaf of output_signature must be a dtype or a (shape, dtype) pair. "
+        f"Received: {signature!r} of type {type(signature).__name__}"
+    )
+
+
+class _Structure(tuple):
+    """A tuple node of a parsed signature (as opposed to a ``(shape, dtype)`` leaf)."""
+
+
+def _apply_signature(element: Any, spec: Any, position: int, *, path: str) -> Any:
+    if isinstance(spec, dict) or isinstance(spec, _Structure):
+        keys = list(spec) if isinstance(spec, dict) else list(range(len(spec)))
+        same = isinstance(element, dict) if isinstance(spec, dict) else isinstance(element, (tuple, list))
+        if not same or len(element) != len(keys) or (isinstance(spec, dict) and set(element) != set(keys)):
+            raise ValueError(
+                f"from_generator element {position} does not match output_signature at {path}. "
+                f"Received: {type(element).__name__} {_describe(element)}, expected {len(keys)} components {keys}"
+            )
+        parts = {key: _apply_signature(element[key], spec[key], position, path=f"{path}[{key!r}]") for key in keys}
+        return parts if isinstance(spec, dict) else tuple(parts[i] for i in keys)
+    return _cast_leaf(element, spec, position, path)
+
+
+def _cast_leaf(leaf: Any, spec: tuple[tuple[int | None, ...] | None, Any], position: int, path: str) -> Any:
+    shape, dtype = spec
+    if isinstance(dtype, torch.dtype):
+        leaf = torch.as_tensor(np.asarray(leaf) if not isinstance(leaf, torch.Tensor) else leaf).to(dtype)
+    else:
+        leaf = np.asarray(leaf.detach().cpu() if isinstance(leaf, torch.Tensor) else leaf, dtype=dtype)
+    actual = tuple(leaf.shape)
+    if shape is not None and (len(actual) != len(shape) or any(e is not None and e != a for a, e in zip(actual, shape))):
+        raise ValueError(
+            f"from_generator element {position} has the wrong shape at {path}: output_signature expects "
+            f"{shape} (None matches any size). Received: shape {actual}"
+        )
+    return leaf
+
+
+def _describe(element: Any) -> str:
+    if isinstance(element, dict):
+        return f"with keys {sorted(map(str, element))}"
+    if isinstance(element, (tuple, list)):
+        return f"of length {len(element)}"
+    return f"of shape {tuple(np.shape(element))}"
