@@ -2,6 +2,7 @@
 
 from stratagem.data.dataset import Dataset, TextLineDataset
 from stratagem.data.distributed import DistributedDataset
+from stratagem.data.image import image_dataset_from_directory
 from stratagem.data.options import (
     AUTOTUNE,
     INFINITE_CARDINALITY,
@@ -12,5 +13,5 @@ from stratagem.data.options import (
 
 __all__ = [
     "AUTOTUNE", "AutoShardPolicy", "Dataset", "DistributedDataset", "INFINITE_CARDINALITY", "Options",
-    "TextLineDataset", "UNKNOWN_CARDINALITY",
+    "TextLineDataset", "UNKNOWN_CARDINALITY", "image_dataset_from_directory",
 ]

@@ -19,6 +19,7 @@ import numpy as np
 from PIL import Image
 
 from stratagem.data.dataset import Dataset
+from stratagem.data.options import AUTOTUNE
 
 ALLOWLIST_FORMATS = (".bmp", ".gif", ".jpeg", ".jpg", ".png")
 
@@ -252,7 +253,8 @@ class _DatasetBuilder:
         if self.shuffle:
             # Over a random-access list this is a fresh uniform permutation each epoch, whatever the buffer.
             dataset = dataset.shuffle(len(paths), seed=self.seed)
-        dataset = dataset.map(self.decoder)
+        # Decoding is Python/Pillow work: AUTOTUNE runs it in worker processes when it pays.
+        dataset = dataset.map(self.decoder, num_parallel_calls=AUTOTUNE)
         if self.batch_size is not None:
             dataset = dataset.batch(self.batch_size)
         dataset.class_names = self.class_names  # type: ignore[attr-defined]

@@ -25,8 +25,9 @@ AUTOTUNE (``num_parallel_calls=AUTOTUNE``):
    per worker and to what fits ``Options().autotune.ram_budget`` given the
    measured size of one result. A consumer that never waits leaves it.
 
-An exception in ``map_func`` reaches the consumer with the element index
-and the worker's traceback, and the workers are stopped. A worker that dies
+An exception in ``map_func`` reaches the consumer as itself (same type as
+without parallelism), with a note naming the elements and carrying the
+worker's traceback, and the workers are stopped. A worker that dies
 is reported with its exit code; waits poll worker liveness, so none hangs.
 """
 
@@ -61,7 +62,7 @@ _MAX_WINDOW_PER_WORKER = 4
 
 
 class MapFunctionError(RuntimeError):
-    """A ``map_func`` call failed; ``__cause__`` is the original exception, the message has its traceback."""
+    """Stands in for a ``map_func`` exception that could not be sent back from its worker process."""
 
 
 def available_cores() -> int:
@@ -137,7 +138,10 @@ class WorkerPool:
         if status == "error":
             self.close()
             original, text = payload
-            raise MapFunctionError(f"map function failed on {where}: {text}") from original
+            # The original exception type, as the sequential path raises, so
+            # `except ValueError` works whatever num_parallel_calls is.
+            original.add_note(f"(in map function, on {where}; raised in a worker process:\n{text})")
+            raise original
         return _decode(payload)
 
     def _drain(self, *, block: bool) -> bool:
@@ -365,7 +369,7 @@ def _picklable(err: BaseException) -> BaseException:
         pickle.loads(pickle.dumps(err))
         return err
     except Exception:
-        return RuntimeError(f"{type(err).__name__}: {err}")
+        return MapFunctionError(f"{type(err).__name__}: {err}")
 
 
 def nbytes(structure: Any) -> int:

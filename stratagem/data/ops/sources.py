@@ -81,9 +81,9 @@ class RangeDataset(Dataset):
         super().__init__()
         if not 1 <= len(args) <= 3:
             raise ValueError(f"range takes 1 to 3 arguments (start, stop, step). Received: {len(args)} arguments")
-        self._range = range(*args)
-        if self._range.step == 0:
+        if len(args) == 3 and args[2] == 0:  # checked first: Python's range() would raise without naming step
             raise ValueError("range step must not be 0. Received: step=0")
+        self._range = range(*args)
 
     def _length(self) -> int:
         return len(self._range)
