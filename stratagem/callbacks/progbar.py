@@ -75,6 +75,9 @@ class ProgbarLogger(Callback):
         parts = [head]
         if final:
             parts.append(f"{elapsed:.0f}s {1000 * elapsed / max(step, 1):.0f}ms/step")
+            wait = getattr(self.model, "input_wait_fraction", 0.0)
+            if wait >= 0.05:  # worth a word: the input pipeline is holding training back
+                parts.append(f"input wait {100 * wait:.0f}%")
         elif steps:
             parts.append(f"ETA: {elapsed / step * (steps - step):.0f}s")
         parts += [f"{key}: {value:.4f}" for key, value in logs.items()]

@@ -8,6 +8,7 @@ one replica take a different path from another is a hang waiting to happen.
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import torch
 
 from stratagem.callbacks import CallbackList, History
+from stratagem.data.device import prefetch_to_device
 from stratagem.models.data_adapter import ArrayAdapter, Batch, IterableAdapter
 
 Adapter = ArrayAdapter | IterableAdapter
@@ -31,7 +33,8 @@ def fit(model: Any, train: Adapter, *, epochs: int, initial_epoch: int, steps_pe
         model.reset_metrics()
         model.module.train()
         callbacks.call("on_epoch_begin", epoch, None)
-        for step, (batch, global_batch_size, _) in enumerate(feeder.epoch(epoch)):
+        timer = _InputTimer(prefetch_to_device(feeder.epoch(epoch), model.distribute_strategy.device))
+        for step, (batch, global_batch_size, _) in enumerate(timer):
             callbacks.call("on_train_batch_begin", step, None)
             model._global_batch_size = global_batch_size
             model.train_step(batch)
@@ -41,6 +44,7 @@ def fit(model: Any, train: Adapter, *, epochs: int, initial_epoch: int, steps_pe
             callbacks.call("on_train_batch_end", step, batch_logs)
             if model.stop_training:
                 break
+        model.input_wait_fraction = timer.wait_fraction()
         logs = model.get_metrics_result()
         if feeder.exhausted:
             model.stop_training = True
@@ -104,6 +108,29 @@ def _gather_in_order(strategy: Any, outputs: list[Any], positions: list[torch.Te
     if isinstance(first, dict):
         return {key: collect(*(o[key] for o in outputs)) for key in first}
     return type(first)(collect(*(o[i] for o in outputs)) for i in range(len(first)))
+
+
+class _InputTimer:
+    """Measures how long the loop waits for its next batch: an input-bound job shows it here."""
+
+    def __init__(self, batches: Iterator[Batch]) -> None:
+        self._batches = batches
+        self._start = time.perf_counter()
+        self.waiting_s = 0.0
+
+    def __iter__(self) -> Iterator[Batch]:
+        while True:
+            start = time.perf_counter()
+            try:
+                batch = next(self._batches)
+            except StopIteration:
+                return
+            finally:
+                self.waiting_s += time.perf_counter() - start
+            yield batch
+
+    def wait_fraction(self) -> float:
+        return self.waiting_s / max(time.perf_counter() - self._start, 1e-9)
 
 
 class _EpochFeeder:

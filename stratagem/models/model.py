@@ -57,6 +57,7 @@ class Model:
         self.stop_training = False
         self.history: History | None = None
         self._global_batch_size = 0
+        self.input_wait_fraction = 0.0  # share of the last epoch spent waiting for input (see fit_loop)
 
     @property
     def distribute_strategy(self) -> Strategy:

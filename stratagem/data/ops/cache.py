@@ -331,6 +331,7 @@ class _FileWriter:
         with open(temp, "w", encoding="utf-8") as f:
             json.dump(index, f)
         os.replace(temp, self._store.index_path)  # the index appears last: it marks the cache complete
+        self._store._index = index
 
     def abort(self) -> None:
         for temp in self._temps:
