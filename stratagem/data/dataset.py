@@ -39,6 +39,7 @@ class Dataset(abc.ABC):
         self._parents = parents
         self._options = parents[0]._options if parents else Options()
         self._epochs_started = 0
+        self._default_seed: int | None = None
 
     # ---- what a node implements ----------------------------------------------
     def _length(self) -> int | None:
@@ -70,7 +71,11 @@ class Dataset(abc.ABC):
         if epoch is None:
             epoch, self._epochs_started = self._epochs_started, self._epochs_started + 1
         if seed is None:
-            seed = int(np.random.SeedSequence().generate_state(1)[0])
+            # Drawn once per dataset: epochs then differ by epoch number only, so
+            # reshuffle_each_iteration=False really repeats the order.
+            if self._default_seed is None:
+                self._default_seed = int(np.random.SeedSequence().generate_state(1)[0])
+            seed = self._default_seed
         return self._make_iterator(IterContext(seed=seed, epoch=epoch))
 
     def as_numpy_iterator(self) -> Iterable[Any]:

@@ -112,7 +112,11 @@ def _make_impl(source: DistributedDataset, epoch: int) -> Any:
     data, ctx, strategy = source._dataset, source._context, source._strategy
     if not isinstance(data, Dataset):
         return _IterableImpl(data, ctx, split=source._split)
-    seed = source._seed if source._seed is not None else shared_seed(strategy)
+    if source._seed is None:
+        # Agreed once (a collective, so every replica iterates in step), then reused:
+        # later epochs differ by epoch number, as in a single process.
+        source._seed = shared_seed(strategy)
+    seed = source._seed
     if not source._split:
         return _PerReplicaImpl(data, ctx, seed, epoch)
     policy = resolve_policy(data)

@@ -58,8 +58,9 @@ class CacheDataset(Dataset):
             written (the message names the file to delete).
 
     Example:
-        >>> ds = Dataset.range(3).map(expensive_fn).cache()
-        >>> first, second = list(ds), list(ds)  # expensive_fn runs 3 times, not 6
+        >>> ds = Dataset.range(3).map(lambda x: x * 2).cache()
+        >>> [int(x) for x in ds] == [int(x) for x in ds]  # the second pass reads the cache
+        True
     """
 
     def __init__(self, parent: Dataset, filename: str | os.PathLike[str] = "") -> None:
@@ -314,11 +315,14 @@ class _FileWriter:
         temp = f"{self._store.chunk_path(len(self._temps))}.{self._token}"
         with open(temp, "wb") as f:  # a file object: np.savez would append ".npz" to a name
             np.savez(f, **self._pending)
+            f.flush()
+            os.fsync(f.fileno())  # on disk before the index can name it
         self._temps.append(temp)
         self._pending = {}
 
     def commit(self, seed: int) -> None:
-        if self._store.is_complete():  # another pass completed first; keep its files
+        if self._store.is_complete():  # another pass completed first; keep its files, drop ours
+            self.abort()
             return
         if self._pending or not self._temps:
             self._flush()
@@ -330,6 +334,8 @@ class _FileWriter:
         temp = f"{self._store.index_path}.{self._token}"
         with open(temp, "w", encoding="utf-8") as f:
             json.dump(index, f)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(temp, self._store.index_path)  # the index appears last: it marks the cache complete
         self._store._index = index
 

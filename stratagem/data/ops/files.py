@@ -138,8 +138,7 @@ class TextLineFileDataset(Dataset):
         TypeError: If ``filenames`` is not a name, list or Dataset.
 
     Example:
-        >>> for line in TextLineDataset(["a.txt", "b.txt"]):
-        ...     print(line.decode())
+        >>> lines = [line.decode() for line in TextLineDataset(["a.txt", "b.txt"])]
     """
 
     def __init__(self, filenames: str | os.PathLike[str] | Sequence[str] | Dataset, *,

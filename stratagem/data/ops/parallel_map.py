@@ -143,7 +143,9 @@ class WorkerPool:
         status, payload = self._done.pop(key)
         if status == "error":
             self.close()
-            original, text = payload
+            original, cause, text = payload
+            if cause is not None and original.__cause__ is None:
+                original.__cause__ = cause  # pickling drops the chain; the worker sent it separately
             # The original exception type, as the sequential path raises, so
             # `except ValueError` works whatever num_parallel_calls is.
             original.add_note(f"(in map function, on {where}; raised in a worker process:\n{text})")
@@ -351,7 +353,8 @@ def _worker_main(dataset: Any, tasks: Any, results: Any) -> None:
                 out = [call_with_element(fn, element) for element in _decode(payload)]
             results.put((key, "ok", _encode(out)))
         except BaseException as err:  # reported to the consumer, which stops every worker
-            results.put((key, "error", (_picklable(err), f"{type(err).__name__}: {err}\n{traceback.format_exc()}")))
+            cause = _picklable(err.__cause__) if err.__cause__ is not None else None
+            results.put((key, "error", (_picklable(err), cause, f"{type(err).__name__}: {err}\n{traceback.format_exc()}")))
 
 
 class _TensorLeaf:

@@ -53,9 +53,11 @@ class SkipDataset(Dataset):
 
     def _length(self) -> int | None:
         n = self._parents[0]._length()
-        if n is None or n == INFINITE_CARDINALITY:
+        if n is None:
             return n
-        return 0 if self.count == -1 else max(n - self.count, 0)
+        if self.count == -1:
+            return 0  # skip everything (tf.data would loop forever over an endless input)
+        return n if n == INFINITE_CARDINALITY else max(n - self.count, 0)
 
     def _get(self, index: int, ctx: IterContext) -> Any:
         return self._parents[0]._get(index + self.count, ctx)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,13 +21,10 @@ def _gen(n: int) -> Dataset:
     return Dataset.from_generator(lambda: iter(range(n)))
 
 
-def _sources() -> list[tuple[str, Any]]:
-    return [("permutation", lambda: Dataset.range(20)), ("buffer", lambda: _gen(20))]
-
-
 @pytest.fixture(params=["permutation", "buffer"])
-def source(request: pytest.FixtureRequest) -> Any:
-    return dict(_sources())[request.param]
+def source(request: pytest.FixtureRequest) -> Callable[[], Dataset]:
+    """Builds 0..19 as a random-access input (permutation shuffle) or a streaming one (buffer shuffle)."""
+    return (lambda: Dataset.range(20)) if request.param == "permutation" else (lambda: _gen(20))
 
 
 def test_random_access_input_uses_permutation_and_streaming_uses_buffer() -> None:
@@ -35,7 +33,7 @@ def test_random_access_input_uses_permutation_and_streaming_uses_buffer() -> Non
     assert isinstance(Dataset.range(5).repeat().shuffle(2), BufferShuffleDataset)
 
 
-def test_shuffle_yields_every_element_exactly_once_per_epoch(source: Any) -> None:
+def test_shuffle_yields_every_element_exactly_once_per_epoch(source: Callable[[], Dataset]) -> None:
     ds = source().shuffle(8, seed=1)
     for _ in range(3):
         values = _values(ds)
@@ -43,7 +41,7 @@ def test_shuffle_yields_every_element_exactly_once_per_epoch(source: Any) -> Non
     assert values != list(range(20))
 
 
-def test_shuffle_same_seed_gives_same_order(source: Any) -> None:
+def test_shuffle_same_seed_gives_same_order(source: Callable[[], Dataset]) -> None:
     a = _values(source().shuffle(8, seed=5).iterator(epoch=0))
     b = _values(source().shuffle(8, seed=5).iterator(epoch=0))
     c = _values(source().shuffle(8, seed=6).iterator(epoch=0))
@@ -51,27 +49,27 @@ def test_shuffle_same_seed_gives_same_order(source: Any) -> None:
     assert a != c
 
 
-def test_unseeded_shuffle_follows_iterator_seed(source: Any) -> None:
+def test_unseeded_shuffle_follows_iterator_seed(source: Callable[[], Dataset]) -> None:
     ds = source().shuffle(8)
     assert _values(ds.iterator(seed=3, epoch=0)) == _values(ds.iterator(seed=3, epoch=0))
     assert _values(ds.iterator(seed=3, epoch=0)) != _values(ds.iterator(seed=4, epoch=0))
 
 
-def test_reshuffle_each_iteration_true_differs_between_epochs(source: Any) -> None:
+def test_reshuffle_each_iteration_true_differs_between_epochs(source: Callable[[], Dataset]) -> None:
     ds = source().shuffle(8, seed=2, reshuffle_each_iteration=True)
     first, second = _values(iter(ds)), _values(iter(ds))
     assert first != second
     assert sorted(first) == sorted(second) == list(range(20))
 
 
-def test_reshuffle_each_iteration_false_repeats_the_order(source: Any) -> None:
+def test_reshuffle_each_iteration_false_repeats_the_order(source: Callable[[], Dataset]) -> None:
     ds = source().shuffle(8, seed=2, reshuffle_each_iteration=False)
     first, second = _values(iter(ds)), _values(iter(ds))
     assert first == second
     assert first != list(range(20))
 
 
-def test_shuffle_round_trips(source: Any) -> None:
+def test_shuffle_round_trips(source: Callable[[], Dataset]) -> None:
     assert_checkpoint_roundtrip(source().take(10).shuffle(4, seed=9))
     assert_checkpoint_roundtrip(source().take(10).shuffle(4))  # unseeded: the state carries the iterator's seed
 
