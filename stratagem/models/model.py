@@ -194,6 +194,35 @@ class Model:
             raise ValueError(f"set_weights expects {len(state)} arrays. Received: {len(weights)}")
         self.module.load_state_dict({k: torch.as_tensor(w) for k, w in zip(state, weights)})
 
+    def save_weights(self, filepath: str) -> None:
+        """Writes the module's parameters and buffers (``.safetensors``, or torch format otherwise).
+
+        Only the chief writes, but every replica may call it. The write is atomic.
+        """
+        if not self._strategy.is_chief:
+            return
+        from stratagem.checkpoint.io import save_state
+
+        save_state(filepath, dict(self.module.state_dict()))
+
+    def load_weights(self, filepath: str) -> None:
+        """Loads weights saved by ``save_weights`` (never runs code from the file).
+
+        Raises:
+            CheckpointError: If the file is unreadable, unsafe, or does not fit the module.
+        """
+        from stratagem.checkpoint.io import load_state
+        from stratagem.errors import CheckpointError
+
+        state = load_state(filepath)
+        try:
+            self.module.load_state_dict(state)
+        except RuntimeError as err:
+            raise CheckpointError(
+                f"The weights in {filepath!r} do not fit this model (different layers or shapes). "
+                f"Received: {str(err)[:300]}"
+            ) from err
+
     def count_params(self) -> int:
         return sum(p.numel() for p in self.module.parameters())
 
