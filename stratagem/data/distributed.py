@@ -62,7 +62,17 @@ class DistributedDataset:
         self._epoch = 0
 
     def __iter__(self) -> DistributedIterator:
-        epoch, self._epoch = self._epoch, self._epoch + 1
+        return self.iterator()
+
+    def iterator(self, epoch: int | None = None) -> DistributedIterator:
+        """A new iterator; ``epoch`` (default: the next one) picks the epoch's shuffle order.
+
+        ``fit`` passes its own epoch number, so a restarted job shuffles epoch
+        k as the uninterrupted job did, however many iterators it made before.
+        """
+        if epoch is None:
+            epoch = self._epoch
+        self._epoch = epoch + 1
         return DistributedIterator(self, epoch)
 
     def iter_with_global_batch_size(self) -> Iterator[tuple[Any, int]]:
@@ -142,8 +152,11 @@ def resolve_policy(dataset: Any) -> str:
 
 
 def shared_seed(strategy: Any) -> int:
-    """A seed drawn on the chief and agreed by every replica (one collective when distributed)."""
-    seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
+    """A seed drawn on the chief and agreed by every replica (one collective when distributed).
+
+    Drawn from torch's RNG, so ``torch.manual_seed`` makes a run reproducible.
+    """
+    seed = int(torch.randint(0, 2**31 - 1, ()).item())
     if strategy is None or strategy.num_replicas_in_sync == 1:
         return seed
     mine = torch.tensor(float(seed) if strategy.is_chief else 0.0, dtype=torch.float64, device=strategy.device)

@@ -34,8 +34,19 @@ class ArrayAdapter:
         self.batch_size, self.shuffle, self.seed = batch_size, shuffle, seed
         self.replicas, self.replica_id = strategy.num_replicas_in_sync, strategy.replica_id_in_sync_group
         self.steps = -(-self.num_samples // batch_size)
+        self._position = {"pass": 0, "step": 0}
 
-    def epoch(self, epoch: int) -> Iterator[Batch]:
+    def position(self) -> dict[str, Any]:
+        """Where the data stands: the agreed shuffle seed, the pass, batches taken in it."""
+        return {"seed": self.seed, **self._position}
+
+    def restore(self, position: dict[str, Any]) -> None:
+        self.seed = int(position["seed"])
+
+    def epoch(self, epoch: int, resume: dict[str, Any] | None = None) -> Iterator[Batch]:
+        start_step = 0
+        if resume is not None:
+            epoch, start_step = int(resume["pass"]), int(resume["step"])
         if self.shuffle:
             # Same seed on every replica (fit agrees on it first), so they all
             # cut the same global batches and keep disjoint shares of them.
@@ -43,9 +54,10 @@ class ArrayAdapter:
             order = torch.randperm(self.num_samples, generator=generator)
         else:
             order = torch.arange(self.num_samples)
-        for start in range(0, self.num_samples, self.batch_size):
+        for step, start in enumerate(range(start_step * self.batch_size, self.num_samples, self.batch_size), start_step):
             rows = order[start : start + self.batch_size]
             mine = rows[replica_slice(len(rows), self.replicas, self.replica_id)]
+            self._position = {"pass": epoch, "step": step + 1}  # as seen after this batch is consumed
             yield map_structure(lambda t: t[mine], self.data), len(rows), mine
 
 
@@ -59,14 +71,28 @@ class IterableAdapter:
             self.source = strategy.experimental_distribute_dataset(data)
         self.replicas, self.replica_id = strategy.num_replicas_in_sync, strategy.replica_id_in_sync_group
         self.num_samples: int | None = None
+        self._iterator: Any = None
         try:
             length = len(data)  # type: ignore[arg-type]
         except TypeError:
             length = None
         self.steps: int | None = length if length is not None and length >= 0 else None
 
-    def epoch(self, epoch: int) -> Iterator[Batch]:
-        iterator = iter(self.source)
+    def position(self) -> dict[str, Any]:
+        """The distributed iterator's state (Datasets only) and the agreed shuffle seed."""
+        if self._iterator is None:
+            return {"seed": getattr(self.source, "_seed", None), "iterator": None}
+        return {"seed": getattr(self.source, "_seed", None), "iterator": self._iterator.get_state()}
+
+    def restore(self, position: dict[str, Any]) -> None:
+        if position.get("seed") is not None:
+            self.source._seed = int(position["seed"])
+
+    def epoch(self, epoch: int, resume: dict[str, Any] | None = None) -> Iterator[Batch]:
+        iterator = self.source.iterator(epoch=epoch)
+        if resume is not None and resume.get("iterator") is not None:
+            iterator.set_state(resume["iterator"])
+        self._iterator = iterator
         while True:
             try:
                 local, global_size, positions = iterator.next_with_info()

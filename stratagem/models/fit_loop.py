@@ -25,28 +25,33 @@ Adapter = ArrayAdapter | IterableAdapter
 def fit(model: Any, train: Adapter, *, epochs: int, initial_epoch: int, steps_per_epoch: int | None,
         callbacks: CallbackList, history: History, validation: Adapter | None, validation_steps: int | None,
         validation_freq: int) -> History:
-    feeder = _EpochFeeder(train, steps_per_epoch)
+    position = model._fit_position = FitPosition(_EpochFeeder(train, steps_per_epoch), epoch=initial_epoch)
     model.stop_training = False
-    callbacks.call("on_train_begin", None)
+    callbacks.call("on_train_begin", None)  # BackupAndRestore may move `position` here
     logs: dict[str, float] = {}
-    for epoch in range(initial_epoch, epochs):
-        model.reset_metrics()
+    start_epoch, start_step = position.epoch, position.step
+    for epoch in range(start_epoch, epochs):
+        resuming = epoch == start_epoch and start_step > 0  # mid-epoch: metrics were restored too
+        if not resuming:
+            model.reset_metrics()
         model.module.train()
         callbacks.call("on_epoch_begin", epoch, None)
-        timer = _InputTimer(prefetch_to_device(feeder.epoch(epoch), model.distribute_strategy.device))
-        for step, (batch, global_batch_size, _) in enumerate(timer):
+        timer = _InputTimer(prefetch_to_device(position.feeder.epoch(epoch), model.distribute_strategy.device))
+        for step, (batch, global_batch_size, _) in enumerate(timer, start_step if resuming else 0):
             callbacks.call("on_train_batch_begin", step, None)
             model._global_batch_size = global_batch_size
             model.train_step(batch)
+            position.epoch, position.step = epoch, step + 1
             # Reading logs is a collective: decided by the callback set, which
             # is identical on every replica, never by the chief alone.
             batch_logs = model.get_metrics_result() if callbacks.wants("on_train_batch_end") else None
             callbacks.call("on_train_batch_end", step, batch_logs)
             if model.stop_training:
                 break
+        position.epoch, position.step = epoch + 1, 0
         model.input_wait_fraction = timer.wait_fraction()
         logs = model.get_metrics_result()
-        if feeder.exhausted:
+        if position.feeder.exhausted:
             model.stop_training = True
         if validation is not None and (epoch + 1) % validation_freq == 0:
             val_logs = evaluate(model, validation, steps=validation_steps, callbacks=None)
@@ -133,6 +138,20 @@ class _InputTimer:
         return self.waiting_s / max(time.perf_counter() - self._start, 1e-9)
 
 
+class FitPosition:
+    """Where ``fit`` stands: the next epoch and step, and the data feeder (BackupAndRestore saves it)."""
+
+    def __init__(self, feeder: _EpochFeeder, *, epoch: int) -> None:
+        self.feeder, self.epoch, self.step = feeder, epoch, 0
+
+    def state(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "step": self.step, "data": self.feeder.position()}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.epoch, self.step = int(state["epoch"]), int(state["step"])
+        self.feeder.restore(state["data"], mid_epoch=self.step > 0)
+
+
 class _EpochFeeder:
     """Yields each epoch's batches; with ``steps_per_epoch``, one stream across epochs (Keras)."""
 
@@ -141,10 +160,22 @@ class _EpochFeeder:
         self.exhausted = False
         self._passes = 0
         self._stream: Iterator[Batch] | None = None
+        self._resume: dict[str, Any] | None = None
+
+    def position(self) -> dict[str, Any]:
+        return {"adapter": self.adapter.position(), "passes": self._passes}
+
+    def restore(self, position: dict[str, Any], *, mid_epoch: bool) -> None:
+        self.adapter.restore(position["adapter"])  # the agreed shuffle seed, always
+        self._passes = int(position["passes"])
+        # Within an epoch (or a stream that spans epochs) continue where the data stood.
+        if mid_epoch or self.steps is not None:
+            self._resume = position["adapter"]
 
     def epoch(self, epoch: int) -> Iterator[Batch]:
         if self.steps is None:
-            yield from self.adapter.epoch(epoch)
+            resume, self._resume = self._resume, None
+            yield from self.adapter.epoch(epoch, resume=resume)
             return
         for _ in range(self.steps):
             batch = self._next()
@@ -154,7 +185,8 @@ class _EpochFeeder:
 
     def _next(self) -> Batch | None:
         if self._stream is None:
-            self._stream = self.adapter.epoch(self._passes)
+            resume, self._resume = self._resume, None
+            self._stream = self.adapter.epoch(self._passes, resume=resume)
         try:
             return next(self._stream)
         except StopIteration:

@@ -19,9 +19,10 @@ from torch import nn
 from stratagem import optimizers as optimizers_lib
 from stratagem._nest import map_structure
 from stratagem.callbacks import Callback, CallbackList, History, ProgbarLogger
+from stratagem.callbacks.backup_and_restore import BackupAndRestore
 from stratagem.distribute import context
 from stratagem.distribute.strategy import Strategy
-from stratagem.distribute.values import ReduceOp
+from stratagem.data.distributed import shared_seed
 from stratagem.models import fit_loop
 from stratagem.models.compile_utils import CompiledLoss, CompiledMetrics
 from stratagem.models.data_adapter import make_adapter, unpack
@@ -58,6 +59,7 @@ class Model:
         self.history: History | None = None
         self._global_batch_size = 0
         self.input_wait_fraction = 0.0  # share of the last epoch spent waiting for input (see fit_loop)
+        self._callbacks: list[Callback] = []
 
     @property
     def distribute_strategy(self) -> Strategy:
@@ -139,7 +141,7 @@ class Model:
             ConfigurationError: If ``batch_size`` does not divide by the replicas.
         """
         self._require_compiled()
-        seed = self._shared_seed() if shuffle else 0
+        seed = shared_seed(self._strategy) if shuffle else 0
         train = make_adapter(x, y, sample_weight, batch_size=batch_size, shuffle=shuffle, seed=seed, strategy=self._strategy)
         validation = None
         if validation_data is not None:
@@ -252,18 +254,16 @@ class Model:
         device = self._strategy.device
         return map_structure(lambda t: t.to(device, non_blocking=True) if isinstance(t, torch.Tensor) else t, value)
 
-    def _shared_seed(self) -> int:
-        """A shuffle seed drawn on the chief and agreed by every replica (one collective)."""
-        seed = int(torch.randint(0, 2**31 - 1, ()).item())
-        if self._strategy.num_replicas_in_sync == 1:
-            return seed
-        mine = torch.tensor(float(seed) if self._strategy.is_chief else 0.0, dtype=torch.float64, device=self._strategy.device)
-        return int(self._strategy.reduce(ReduceOp.SUM, mine, axis=None).item())
-
     def _callback_list(self, callbacks: Sequence[Callback] | None, history: History, verbose: int | str, **params: Any) -> CallbackList:
         verbose = 1 if verbose == "auto" else int(verbose)
-        items: list[Callback] = [history, *(callbacks or [])]
+        user = list(callbacks or [])
+        # BackupAndRestore goes last: it restores after the others reset themselves in
+        # on_train_begin, and backs up after they updated themselves in on_epoch_end.
+        backups = [c for c in user if isinstance(c, BackupAndRestore)]
+        items: list[Callback] = [history, *(c for c in user if c not in backups)]
         if verbose:
             items.append(ProgbarLogger(verbose=verbose))
+        items += backups
+        self._callbacks = items
         return CallbackList(items, model=self, params={**params, "verbose": verbose})
 

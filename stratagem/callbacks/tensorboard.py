@@ -1,0 +1,158 @@
+"""``TensorBoard``: writes loss, metrics, learning rate and weight histograms as event files.
+
+Keras' layout and tag names: ``log_dir/train`` and ``log_dir/validation``,
+scalars ``epoch_<key>`` per epoch (validation values come from the ``val_``
+logs, under the same tags in the validation folder) and ``batch_<key>`` every
+``update_freq`` batches. Files are written through
+``torch.utils.tensorboard.SummaryWriter``, by the chief only; the other
+replicas have nothing to write and take part in no collective here.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from typing import Any
+
+from typing_extensions import override
+
+from stratagem.callbacks.callback import Callback
+
+
+class TensorBoard(Callback):
+    """Logs training to TensorBoard, as ``keras.callbacks.TensorBoard``.
+
+    Per epoch, the train folder gets ``epoch_loss``, ``epoch_<metric>``,
+    ``epoch_learning_rate`` and ``epoch_samples_per_sec`` (examples trained
+    per second of the epoch's wall time, validation included); the validation
+    folder gets ``epoch_loss`` and ``epoch_<metric>`` from the ``val_`` logs.
+    Steps are 0-based epochs; ``batch_*`` scalars use a batch counter that
+    runs across epochs, starting at 1.
+
+    Args:
+        log_dir: The folder for the ``train`` and ``validation`` event files.
+        update_freq: ``"epoch"``, ``"batch"`` (every batch), or an int N to
+            also write ``batch_*`` scalars every N batches.
+        histogram_freq: Every this many epochs, write a histogram of each
+            weight (0: never).
+        write_graph: Not supported (a graph needs a traced input); ``True``
+            gives one warning.
+
+    Raises:
+        ImportError: If the ``tensorboard`` package is not installed.
+        ValueError: If ``update_freq`` or ``histogram_freq`` is invalid.
+
+    Example:
+        >>> tensorboard = stratagem.callbacks.TensorBoard(log_dir="./logs", update_freq=100)  # doctest: +SKIP
+        >>> model.fit(x, y, epochs=5, validation_data=(x_val, y_val), callbacks=[tensorboard])  # doctest: +SKIP
+        >>> # then: tensorboard --logdir ./logs
+    """
+
+    def __init__(self, log_dir: str = "logs", update_freq: str | int = "epoch", histogram_freq: int = 0,
+                 write_graph: bool = False) -> None:
+        super().__init__()
+        self._summary_writer_class = _import_summary_writer()
+        if update_freq == "batch":
+            update_freq = 1
+        if update_freq != "epoch" and (not isinstance(update_freq, int) or isinstance(update_freq, bool) or update_freq < 1):
+            raise ValueError(f"update_freq must be 'epoch', 'batch' or a positive int. Received: update_freq={update_freq!r}")
+        if not isinstance(histogram_freq, int) or histogram_freq < 0:
+            raise ValueError(f"histogram_freq must be an int >= 0. Received: histogram_freq={histogram_freq!r}")
+        self.log_dir, self.update_freq, self.histogram_freq, self.write_graph = str(log_dir), update_freq, histogram_freq, write_graph
+        self._train_writer: Any = None
+        self._val_writer: Any = None
+        self._global_train_batch = 0
+        self._epoch_start = 0.0
+        if update_freq == "epoch":
+            # NOTE: batch logs cost an all-reduce every step; per-epoch logging never
+            # reads them, so this instance keeps the base no-op and CallbackList
+            # skips the hook. It depends on update_freq only, never on the rank, so
+            # every replica still runs the same collectives.
+            self.on_train_batch_end = Callback.on_train_batch_end.__get__(self)  # type: ignore[method-assign]
+
+    def _writing(self) -> bool:
+        # Only the chief writes: N replicas writing the same run would give N event files.
+        return self.model.distribute_strategy.is_chief
+
+    @override
+    def on_train_begin(self, logs: dict[str, float] | None = None) -> None:
+        self._global_train_batch = 0
+        if not self._writing():
+            return
+        if self.write_graph:
+            warnings.warn("TensorBoard(write_graph=True) is not supported: a torch graph needs an example input. "
+                          "No graph is written. Received: write_graph=True", stacklevel=2)
+        self._train_writer = self._summary_writer_class(log_dir=os.path.join(self.log_dir, "train"))
+
+    @override
+    def on_epoch_begin(self, epoch: int, logs: dict[str, float] | None = None) -> None:
+        self._epoch_start = time.perf_counter()
+
+    @override
+    def on_train_batch_end(self, batch: int, logs: dict[str, float] | None = None) -> None:
+        self._global_train_batch += 1
+        if not self._writing() or self._global_train_batch % int(self.update_freq) != 0:
+            return
+        for name, value in (logs or {}).items():
+            self._train_writer.add_scalar("batch_" + name, value, self._global_train_batch)
+
+    @override
+    def on_epoch_end(self, epoch: int, logs: dict[str, float] | None = None) -> None:
+        if not self._writing():
+            return
+        self._log_epoch_metrics(epoch, logs or {})
+        if self.histogram_freq and epoch % self.histogram_freq == 0:
+            self._log_weights(epoch)
+
+    @override
+    def on_train_end(self, logs: dict[str, float] | None = None) -> None:
+        for writer in (self._train_writer, self._val_writer):
+            if writer is not None:
+                writer.flush()
+                writer.close()
+        self._train_writer = self._val_writer = None
+
+    def _log_epoch_metrics(self, epoch: int, logs: dict[str, float]) -> None:
+        train_logs = {key: value for key, value in logs.items() if not key.startswith("val_")}
+        val_logs = {key[len("val_"):]: value for key, value in logs.items() if key.startswith("val_")}
+        # A callback earlier in the list may have changed the rate already (ReduceLROnPlateau);
+        # the logs then hold the rate this epoch trained with, which is the one to plot.
+        train_logs.setdefault("learning_rate", float(self.model.optimizer.learning_rate))
+        samples_per_sec = self._samples_per_sec()
+        if samples_per_sec is not None:
+            train_logs["samples_per_sec"] = samples_per_sec
+        for name, value in train_logs.items():
+            self._train_writer.add_scalar("epoch_" + name, value, epoch)
+        if val_logs:
+            if self._val_writer is None:  # created on first use, as in Keras
+                self._val_writer = self._summary_writer_class(log_dir=os.path.join(self.log_dir, "validation"))
+            for name, value in val_logs.items():
+                self._val_writer.add_scalar("epoch_" + name, value, epoch)
+
+    def _samples_per_sec(self) -> float | None:
+        """Examples in one epoch over its wall time; None when the batch size is unknown."""
+        batch_size, steps, samples = (self.params.get(key) for key in ("batch_size", "steps", "samples"))
+        if not batch_size or not steps:
+            return None
+        # A full pass over arrays ends in a short batch: count the real examples then.
+        full_pass = samples and steps == -(-samples // batch_size)
+        epoch_samples = samples if full_pass else steps * batch_size
+        return epoch_samples / max(time.perf_counter() - self._epoch_start, 1e-9)
+
+    def _log_weights(self, epoch: int) -> None:
+        for name, tensor in self.model.module.state_dict().items():
+            if tensor.is_floating_point():
+                self._train_writer.add_histogram(name.replace(".", "/") + "/histogram", tensor.detach().cpu(), epoch)
+
+
+def _import_summary_writer() -> type:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as err:
+        raise ImportError(
+            "The TensorBoard callback writes event files through torch.utils.tensorboard, which needs the "
+            "tensorboard package. Install it with `pip install tensorboard` (or `pip install stratagem[tensorboard]`). "
+            f"Received: {type(err).__name__}: {err}"
+        ) from err
+    return SummaryWriter

@@ -1,0 +1,78 @@
+"""``TrainingState``: everything a restarted job needs to continue as if never stopped.
+
+Captured: weights, optimizer state, where ``fit`` stands (epoch, step, data
+position with the agreed shuffle seed), the running sums of the epoch's
+metrics, every replica's torch RNG state (gathered to the chief), the numpy
+and Python RNG states of the chief, and the state of callbacks that expose
+``get_state()`` / ``set_state()``. Capturing is a collective (the RNG
+gather), so every replica calls it; only the chief writes the file.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+
+FORMAT_VERSION = 1
+
+
+def capture(model: Any, callbacks: list[Any]) -> dict[str, Any]:
+    """The training state of ``model`` now (call on every replica: it gathers RNG states)."""
+    strategy = model.distribute_strategy
+    torch_rng = torch.get_rng_state().to(torch.int64).reshape(1, -1)
+    all_torch_rng = strategy.gather(torch_rng.to(strategy.device), axis=0).cpu()
+    np_state = np.random.get_state()
+    return {
+        "format": FORMAT_VERSION,
+        "world_size": strategy.num_replicas_in_sync,
+        "weights": {k: v.detach().cpu().clone() for k, v in model.module.state_dict().items()},
+        "optimizer": model.optimizer.state_dict(),
+        "position": json.dumps(model._fit_position.state()),
+        "metrics": [[float(v) for v in metric.variables] for metric in model.metrics],
+        "rng_torch": all_torch_rng,
+        "rng_numpy": {"keys": torch.from_numpy(np_state[1].astype(np.int64)), "pos": int(np_state[2]),
+                      "has_gauss": int(np_state[3]), "cached_gaussian": float(np_state[4])},
+        "rng_python": json.dumps(random.getstate()),
+        "callbacks": json.dumps({_callback_key(i, cb): cb.get_state() for i, cb in enumerate(callbacks)
+                                 if hasattr(cb, "get_state")}),
+    }
+
+
+def restore(model: Any, callbacks: list[Any], state: dict[str, Any]) -> None:
+    """Puts ``model``, its optimizer, ``fit``'s position, RNGs and callbacks back as captured."""
+    strategy = model.distribute_strategy
+    model.module.load_state_dict(state["weights"])
+    model.optimizer.load_state_dict(state["optimizer"])
+    model._fit_position.restore(json.loads(state["position"]))
+    for metric, values in zip(model.metrics, state["metrics"]):
+        for variable, value in zip(metric.variables, values):
+            variable.fill_(value)
+    rng = state["rng_torch"]
+    row = strategy.replica_id_in_sync_group
+    if int(state["world_size"]) != strategy.num_replicas_in_sync:
+        warnings.warn(f"Backup was taken on {state['world_size']} replicas, restoring on "
+                      f"{strategy.num_replicas_in_sync}: every replica takes the chief's torch RNG state.", stacklevel=2)
+        row = 0
+    torch.set_rng_state(rng[row].to(torch.uint8))
+    np_rng = state["rng_numpy"]
+    np.random.set_state(("MT19937", np_rng["keys"].numpy().astype(np.uint32), np_rng["pos"], np_rng["has_gauss"],
+                         np_rng["cached_gaussian"]))
+    random.setstate(_as_tuples(json.loads(state["rng_python"])))
+    saved = json.loads(state["callbacks"])
+    for i, callback in enumerate(callbacks):
+        key = _callback_key(i, callback)
+        if hasattr(callback, "set_state") and key in saved:
+            callback.set_state(saved[key])
+
+
+def _callback_key(index: int, callback: Any) -> str:
+    return f"{index}:{type(callback).__name__}"
+
+
+def _as_tuples(value: Any) -> Any:
+    return tuple(_as_tuples(v) for v in value) if isinstance(value, list) else value
