@@ -59,6 +59,7 @@ class Model:
         self.history: History | None = None
         self._global_batch_size = 0
         self.input_wait_fraction = 0.0  # share of the last epoch spent waiting for input (see fit_loop)
+        self._input_spec: Any = None  # shapes/dtypes of the first x seen; save() exports with them
         self._callbacks: list[Callback] = []
 
     @property
@@ -71,6 +72,8 @@ class Model:
         return self.compiled_metrics.all if self.compiled_metrics else []
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if len(args) == 1:
+            self._record_input_spec(args[0])
         return self.module(*args, **kwargs)
 
     # ---- compile ---------------------------------------------------------------
@@ -100,6 +103,7 @@ class Model:
         x, y, sample_weight = unpack(data)
         assert self.optimizer is not None and self._train_module is not None
         x, y, sample_weight = self._to_device(x), self._to_device(y), self._to_device(sample_weight)
+        self._record_input_spec(x)
         self.optimizer.zero_grad()
         y_pred = self._train_module(x)
         loss, per_example = self.compute_loss(x, y, y_pred, sample_weight)
@@ -110,6 +114,7 @@ class Model:
     def test_step(self, data: Any) -> None:
         """Updates the loss and metrics on one batch, without training."""
         x, y, sample_weight = (self._to_device(v) for v in unpack(data))
+        self._record_input_spec(x)
         y_pred = self.module(x)
         per_example = self.compiled_loss.per_example(y, y_pred) if self.compiled_loss is not None and y is not None else None
         self._require_compiled().update(y, y_pred, sample_weight, per_example)
@@ -117,6 +122,7 @@ class Model:
     def predict_step(self, data: Any) -> Any:
         """Returns the module's outputs on one batch."""
         x, _, _ = unpack(data)
+        self._record_input_spec(x)
         return self.module(self._to_device(x))
 
     def compute_loss(self, x: Any, y: Any, y_pred: torch.Tensor, sample_weight: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -225,6 +231,21 @@ class Model:
                 f"Received: {str(err)[:300]}"
             ) from err
 
+    def save(self, filepath: str, *, input_example: Any = None) -> None:
+        """Saves the model as a folder that loads without its Python class (``keras.Model.save``).
+
+        Writes ``weights.safetensors``, ``model.pt2`` (``torch.export``) and ``metadata.json``,
+        atomically. Only the chief writes, but every replica may call it. Input shapes come
+        from the first batch the model saw, or from ``input_example``.
+
+        Example:
+            >>> model.save("saved/mnist")  # doctest: +SKIP
+            >>> stratagem.models.load_model("saved/mnist").predict(x_test)  # doctest: +SKIP
+        """
+        from stratagem.models.saving import save_model
+
+        save_model(self, filepath, input_example=input_example)
+
     def count_params(self) -> int:
         return sum(p.numel() for p in self.module.parameters())
 
@@ -247,6 +268,12 @@ class Model:
         if self.compiled_metrics is None:
             raise RuntimeError("You must call compile() before fit(), evaluate() or train_step().")
         return self.compiled_metrics
+
+    def _record_input_spec(self, x: Any) -> None:
+        if self._input_spec is None:  # only until the first batch of tensors is seen
+            from stratagem.models.saving import input_spec_of
+
+            self._input_spec = input_spec_of(x)
 
     def _to_device(self, value: Any) -> Any:
         if value is None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from stratagem.callbacks import ModelCheckpoint
+from stratagem.callbacks import CallbackList, ModelCheckpoint
 from stratagem.checkpoint.io import load_state
 from tests.unit.callbacks._fakes import BATCH_SIZE, EpochRecorder, ScriptedLogs, compiled_model, data, weights
 
@@ -103,3 +103,9 @@ def test_verbose_prints_keras_messages(tmp_path: Path, capsys: pytest.CaptureFix
 def test_invalid_arguments_raise_value_error(kwargs: dict) -> None:
     with pytest.raises(ValueError, match="Received:"):
         ModelCheckpoint("w.pt", **kwargs)
+
+
+def test_epoch_save_freq_needs_no_batch_logs() -> None:
+    # Batch logs cost an all-reduce every step; saving per epoch must not ask for them.
+    assert not CallbackList([ModelCheckpoint("w.pt")], model=None, params={}).wants("on_train_batch_end")
+    assert CallbackList([ModelCheckpoint("w.pt", save_freq=2)], model=None, params={}).wants("on_train_batch_end")

@@ -80,8 +80,12 @@ def test_error_in_map_surfaces_with_index_and_stops_workers(batched: bool) -> No
 
 def test_cheap_function_under_autotune_stays_in_process() -> None:
     ds = Dataset.range(50).map(lambda x: x + 1, num_parallel_calls=AUTOTUNE)
-    assert [int(x) for x in ds] == list(range(1, 51))
-    assert not multiprocessing.active_children()
+    iterator = iter(ds)
+    assert [int(x) for x in iterator] == list(range(1, 51))
+    assert iterator._pool is None, "a call cheaper than a trip between processes must stay inline"
+    batched = ds.batch(10)
+    assert sum(len(b) for b in batched) == 50
+    assert ds._pool is None
 
 
 @pytest.mark.parametrize("parallel", [2, AUTOTUNE])

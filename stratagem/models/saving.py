@@ -1,0 +1,646 @@
+"""Whole-model saving: ``Model.save`` and ``load_model`` (Keras' names), on ``torch.export``.
+
+``save_model`` writes a folder that loads without the model's Python class:
+``weights.safetensors`` (the module's ``state_dict``), ``model.pt2`` (the module as a
+``torch.export`` program, exported on CPU in eval mode with a dynamic batch axis) and
+``metadata.json`` (input spec, compile config, versions, format version). The folder is
+built under a temporary name and renamed into place, so a crash leaves the previous save
+(or none), never half of one. Checkpoints for resuming training are not here: they are
+``Model.save_weights`` and ``stratagem.checkpoint``.
+
+What ``load_model`` reads, and why that is safe. ``metadata.json`` and
+``weights.safetensors`` are data formats: parsing them runs no code. ``model.pt2`` is read
+with ``torch.export.load``, which is NOT safe on a crafted file: it unpickles
+``data/sample_inputs/*`` (``weights_only=True``, then silently again with
+``weights_only=False``), weights and constants marked ``use_pickle`` (``weights_only=False``),
+torchbind and opaque constants (``pickle.loads``); it loads AOTInductor shared libraries
+from ``data/aotinductor/``; it passes shape expressions to ``sympy.sympify`` (``eval``);
+it resolves node targets by attribute lookup from ``torch``, ``operator`` and ``math`` and
+accepts any callable (``torch.os.system`` is one); it ``exec``s ``guards_code``; it pastes
+names from the file into generated Python source (``getattr(self, "<name>")``); and its
+pytree specs may import any module by name. So ``load_model`` reads the file into memory
+once and checks those bytes (``_check_archive``): only the entries ``save_model`` writes,
+an empty sample-inputs entry, no pickled payloads, node targets that are ATen operators
+(minus the file-I/O ones) or symbolic-int arithmetic, shape expressions of numbers,
+symbols and torch's sympy functions, no guards code, pytree specs of tuples, lists and
+dicts, and every other string a plain name (``[A-Za-z0-9_.]``). Only the checked bytes
+go to ``torch.export.load``, and the program's weights are then replaced by those of
+``weights.safetensors``. ``save_model`` runs the same check on what it wrote, so a save
+never yields a folder that ``load_model`` refuses. The check is about code execution: a
+crafted file can still ask for huge tensors, or aim at torch's C++ zip reader.
+"""
+
+from __future__ import annotations
+
+import copy
+import ctypes
+import errno
+import io
+import json
+import os
+import platform
+import re
+import secrets
+import shutil
+import sys
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from stratagem._nest import batch_size_of, map_structure
+from stratagem.checkpoint import io as checkpoint_io
+from stratagem.errors import CheckpointError
+
+if TYPE_CHECKING:
+    from stratagem.models.model import Model
+
+__all__ = ["LoadedModel", "TensorSpec", "input_spec_of", "load_model", "save_model"]
+
+FORMAT_VERSION = 1
+WEIGHTS_FILE = "weights.safetensors"
+PROGRAM_FILE = "model.pt2"
+METADATA_FILE = "metadata.json"
+_DEFAULT_BATCH_SIZE = 32  # Model.predict's default
+# Node metadata of free text (source paths and lines): not needed to run, so not saved.
+_FREE_TEXT_META = ("stack_trace", "nn_module_stack", "source_fn_stack", "torch_fn", "from_node", "custom")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """The shape (without the batch axis) and dtype of one model input.
+
+    Args:
+        shape: Size of each axis after the batch axis.
+        dtype: The torch dtype.
+    """
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+
+InputSpec = Any  # a TensorSpec, or a tuple/list/dict of them shaped like the model's x
+
+
+class _NotTensors(Exception):
+    """A batch holds something other than tensors or arrays with a batch axis."""
+
+
+def input_spec_of(x: Any) -> InputSpec | None:
+    """The ``TensorSpec`` structure of a batch ``x``; None if ``x`` is not tensors with a batch axis."""
+    leaves: list[TensorSpec] = []
+
+    def describe(value: Any) -> TensorSpec:
+        tensor = _numpy_to_tensor(value) if isinstance(value, np.ndarray) else value
+        if not isinstance(tensor, torch.Tensor) or tensor.ndim == 0:
+            raise _NotTensors
+        leaves.append(TensorSpec(tuple(int(d) for d in tensor.shape[1:]), tensor.dtype))
+        return leaves[-1]
+
+    try:
+        spec = map_structure(describe, x)
+    except _NotTensors:
+        return None
+    return spec if leaves else None
+
+
+def save_model(model: Model, filepath: str | os.PathLike[str], *, input_example: Any = None) -> None:
+    """Saves ``model`` as a folder that loads without its Python class (``keras.saving.save_model``).
+
+    The input shapes come from the first batch the model saw (``fit``, ``evaluate``,
+    ``predict`` or a call), or from ``input_example``. Only the chief writes; other
+    replicas return at once, so load only after the chief has finished. An earlier save
+    at ``filepath`` is replaced atomically; anything else there is never overwritten.
+
+    Args:
+        model: The model to save.
+        filepath: The folder to write.
+        input_example: A batch ``x`` (arrays or tensors), if the model has seen none.
+
+    Raises:
+        ValueError: If no input shapes are known, or ``filepath`` holds something else.
+
+    Example:
+        >>> model.fit(x_train, y_train, epochs=1)  # doctest: +SKIP
+        >>> model.save("saved/mnist")  # doctest: +SKIP
+        >>> stratagem.models.load_model("saved/mnist").predict(x_test)  # doctest: +SKIP
+    """
+    spec = input_spec_of(input_example) if input_example is not None else getattr(model, "_input_spec", None)
+    if spec is None:
+        raise ValueError(
+            "save needs the shape of the model's inputs, and the model has not seen any. Call the model on "
+            "data first (fit, evaluate, predict or model(x)), or pass input_example=x (a batch of arrays or "
+            f"tensors). Received: input_example of type {type(input_example).__name__}"
+        )
+    # Only the chief writes: every replica holds the same weights, and several
+    # writers renaming onto one folder would race.
+    if not model.distribute_strategy.is_chief:
+        return
+    target = Path(filepath)
+    _check_replaceable(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(f"{target}.tmp-{secrets.token_hex(8)}")
+    os.mkdir(tmp)
+    try:
+        _write_folder(model, spec, tmp)
+        for hook in checkpoint_io._BEFORE_RENAME_HOOK:  # tests inject a crash between write and rename
+            hook(str(tmp))
+        _swap_into_place(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync(target.parent)
+
+
+def load_model(filepath: str | os.PathLike[str]) -> LoadedModel:
+    """Loads a folder written by ``Model.save``, without the model's Python class.
+
+    Never runs code from the folder (see the module docstring for what is read).
+
+    Args:
+        filepath: The folder ``Model.save`` wrote.
+
+    Returns:
+        A ``LoadedModel`` with ``predict``, ``__call__``, ``metadata`` and ``input_spec``.
+
+    Raises:
+        CheckpointError: If a file is missing, corrupt, of another format version, or
+            holds anything that could run code; the message names the file.
+
+    Example:
+        >>> loaded = stratagem.models.load_model("saved/mnist")  # doctest: +SKIP
+        >>> loaded.predict(x_test, batch_size=64).argmax(axis=1)  # doctest: +SKIP
+    """
+    folder = Path(filepath)
+    if not folder.is_dir():
+        raise CheckpointError(
+            f"No saved model at {str(folder)!r}: the folder does not exist. Save one with model.save(path). "
+            f"Received: filepath={str(folder)!r}"
+        )
+    metadata = _read_metadata(folder / METADATA_FILE)
+    spec = _decode_spec_or_raise(metadata, folder / METADATA_FILE)
+    program = _read_program(folder / PROGRAM_FILE, metadata)
+    weights_path = folder / WEIGHTS_FILE
+    _apply_weights(program, checkpoint_io.load_state(weights_path), weights_path)
+    return LoadedModel(program, metadata, spec)
+
+
+class LoadedModel:
+    """A model read back by ``load_model``: inference on CPU, no Python class needed.
+
+    Args:
+        program: The ``torch.export`` program, holding the weights of ``weights.safetensors``.
+        metadata: The parsed ``metadata.json``.
+        input_spec: The ``TensorSpec`` structure of one batch ``x``.
+
+    Example:
+        >>> loaded = stratagem.models.load_model("saved/mnist")  # doctest: +SKIP
+        >>> loaded.input_spec  # doctest: +SKIP
+        TensorSpec(shape=(1, 28, 28), dtype=torch.float32)
+        >>> logits = loaded(torch.zeros(4, 1, 28, 28))  # doctest: +SKIP
+    """
+
+    def __init__(self, program: torch.export.ExportedProgram, metadata: dict[str, Any], input_spec: InputSpec) -> None:
+        self.program = program
+        self.module = program.module()
+        self.metadata = metadata
+        self.input_spec = input_spec
+
+    def __call__(self, x: Any) -> Any:
+        """Runs the model on one batch ``x`` (tensors or arrays shaped like ``input_spec``)."""
+        return self.module(_inputs_for(x, self.input_spec))
+
+    def predict(self, x: Any, batch_size: int | None = None) -> Any:
+        """Returns the outputs for every example as numpy arrays, batched as ``Model.predict`` batches.
+
+        Args:
+            x: Arrays or tensors (or a tuple/list/dict of them) shaped like ``input_spec``;
+                float inputs are cast to the saved dtype.
+            batch_size: Examples per batch (default 32).
+
+        Returns:
+            A numpy array, or a tuple/list/dict of them for a model with several outputs.
+
+        Example:
+            >>> loaded.predict(np.zeros((10, 1, 28, 28), np.float32), batch_size=4).shape  # doctest: +SKIP
+            (10, 10)
+        """
+        if batch_size is not None and batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer. Received: batch_size={batch_size}")
+        inputs = _inputs_for(x, self.input_spec)
+        batch_size = batch_size or _DEFAULT_BATCH_SIZE
+        num_samples = batch_size_of(inputs)
+        if num_samples == 0:
+            raise ValueError("predict received no batches: the input is empty")
+        outputs = []
+        with torch.no_grad():
+            for start in range(0, num_samples, batch_size):
+                # NOTE: rows are gathered with an index tensor, as Model.predict does, so
+                # every kernel sees the same memory layout and the results match bit for bit.
+                rows = torch.arange(start, min(start + batch_size, num_samples))
+                outputs.append(self.module(map_structure(lambda t: t[rows], inputs)))
+        return _concatenate(outputs)
+
+
+# ---- writing -----------------------------------------------------------------------
+def _write_folder(model: Model, spec: InputSpec, folder: Path) -> None:
+    """Writes the three files into ``folder`` and flushes them to disk."""
+    from safetensors.torch import save_file
+
+    # copy=True: safetensors refuses tensors that share memory (tied weights).
+    state = {name: t.detach().to("cpu", copy=True).contiguous() for name, t in model.module.state_dict().items()}
+    _write(folder / WEIGHTS_FILE, lambda path: save_file(state, path))
+    program = _export(model.module, spec)
+    _write(folder / PROGRAM_FILE, lambda path: torch.export.save(program, path))
+    try:
+        _check_archive((folder / PROGRAM_FILE).read_bytes(), folder / PROGRAM_FILE)
+    except CheckpointError as err:  # torch wrote something this loader does not accept
+        raise CheckpointError(f"save_model wrote a program that load_model would refuse (torch {torch.__version__}). {err}") from err
+    text = json.dumps(_metadata(model, spec), indent=2, sort_keys=True)
+    _write(folder / METADATA_FILE, lambda path: Path(path).write_text(text, encoding="utf-8"))
+    _fsync(folder)
+
+
+def _export(module: nn.Module, spec: InputSpec) -> torch.export.ExportedProgram:
+    """Exports a CPU, eval-mode copy of ``module`` with a dynamic batch axis."""
+    # A copy: the user's module keeps its device and train/eval flag. Eval mode makes the
+    # program compute what Model.predict computes (dropout off, batch norm on running stats).
+    module = copy.deepcopy(module).to("cpu").eval()
+    # Batch 2, not 1: torch.export specializes axes of size 0 and 1.
+    example = map_structure(lambda s: torch.zeros((2, *s.shape), dtype=s.dtype), spec)
+    batch = torch.export.Dim("batch")
+    program = torch.export.export(module, (example,), dynamic_shapes=(map_structure(lambda _: {0: batch}, spec),))
+    program.example_inputs = None  # loading would unpickle them; we save none and refuse any
+    for node in program.graph.nodes:
+        for key in _FREE_TEXT_META:
+            node.meta.pop(key, None)
+    return program
+
+
+def _metadata(model: Model, spec: InputSpec) -> dict[str, Any]:
+    import stratagem
+    from stratagem.optimizers import TorchOptimizer
+
+    compile_config = None
+    if model.compiled_metrics is not None:
+        optimizer = model.optimizer
+        if optimizer is not None:
+            wrapped = optimizer.torch_optimizer if isinstance(optimizer, TorchOptimizer) else optimizer
+            optimizer_config = {"class_name": type(wrapped).__name__, "learning_rate": optimizer.learning_rate}
+        compile_config = {
+            "optimizer": optimizer_config if optimizer is not None else None,
+            "loss": model.compiled_loss.name if model.compiled_loss is not None else None,
+            "metrics": [metric.name for metric in model.compiled_metrics.metrics],
+        }
+    return {
+        "format_version": FORMAT_VERSION,
+        "name": model.name,
+        "input_spec": _encode_spec(spec),
+        "compile_config": compile_config,
+        "versions": {"stratagem": stratagem.__version__, "torch": torch.__version__,
+                     "python": platform.python_version()},
+    }
+
+
+def _check_replaceable(target: Path) -> None:
+    """Refuses to replace anything but an earlier save or an empty folder: its contents would be lost."""
+    if not os.path.lexists(target):
+        return
+    if target.is_dir() and not target.is_symlink() and ((target / METADATA_FILE).is_file() or not any(target.iterdir())):
+        return
+    raise ValueError(
+        f"{str(target)!r} exists and is not a model saved by save_model, so it was not replaced (its contents "
+        f"would be lost). Pass a new path, or remove it first. Received: filepath={str(target)!r}"
+    )
+
+
+def _swap_into_place(tmp: Path, target: Path) -> None:
+    """Renames the finished folder ``tmp`` to ``target``; an earlier save there is deleted."""
+    if not os.path.lexists(target):
+        os.replace(tmp, target)  # atomic: readers see no folder, or all of the new one
+        return
+    if _exchange(tmp, target):  # atomic: readers see the old folder or the new one, never neither
+        shutil.rmtree(tmp)  # now the old save
+        return
+    # NOTE: without renameat2 there is a moment with no folder at target; a crash then
+    # leaves the previous save whole at ``old``.
+    old = Path(f"{target}.old-{secrets.token_hex(8)}")
+    os.replace(target, old)
+    os.replace(tmp, target)
+    shutil.rmtree(old)
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swaps two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # a libc without it (glibc < 2.28, musl)
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):  # kernel or file system without it
+        return False
+    raise OSError(code, os.strerror(code), str(b))
+
+
+def _write(path: Path, write: Callable[[str], None]) -> None:
+    write(str(path))
+    _fsync(path)
+
+
+def _fsync(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # some platforms cannot open folders; the renames are still atomic
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# ---- reading -----------------------------------------------------------------------
+def _read_metadata(path: Path) -> dict[str, Any]:
+    try:
+        metadata = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as err:
+        raise CheckpointError(f"Saved model file {str(path)!r} is missing. Re-save the model. Received: path={str(path)!r}") from err
+    except (OSError, ValueError) as err:
+        raise CheckpointError(f"Cannot read {str(path)!r}: it is truncated or corrupt. Re-save the model. "
+                              f"Received: {type(err).__name__}: {str(err)[:200]}") from err
+    version = metadata.get("format_version") if isinstance(metadata, dict) else None
+    if version != FORMAT_VERSION:
+        raise CheckpointError(
+            f"{str(path)!r} has a format version this stratagem cannot read. Load it with the stratagem that "
+            f"saved it, or re-save the model. Received: format_version={version!r}, expected {FORMAT_VERSION}"
+        )
+    return metadata
+
+
+def _read_program(path: Path, metadata: dict[str, Any]) -> torch.export.ExportedProgram:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError as err:
+        raise CheckpointError(f"Saved model file {str(path)!r} is missing. Re-save the model. Received: path={str(path)!r}") from err
+    _check_archive(raw, path)
+    try:
+        return torch.export.load(io.BytesIO(raw))  # the checked bytes, never the file again
+    except Exception as err:  # every failure to read is the same problem for the caller
+        saved = metadata.get("versions", {}).get("torch") if isinstance(metadata.get("versions"), dict) else None
+        raise CheckpointError(
+            f"Cannot load {str(path)!r}: torch.export could not read it (saved with torch {saved}, this is torch "
+            f"{torch.__version__}). Re-save the model with this torch. Received: {type(err).__name__}: {str(err)[:200]}"
+        ) from err
+
+
+def _apply_weights(program: torch.export.ExportedProgram, weights: dict[str, Any], path: Path) -> None:
+    """Replaces the program's weights with those of ``weights.safetensors``, checking that each fits."""
+    state = program.state_dict
+    for name, current in state.items():
+        tensor = weights.get(name)
+        if not isinstance(tensor, torch.Tensor) or tensor.shape != current.shape or tensor.dtype != current.dtype:
+            received = "missing" if tensor is None else f"{tuple(tensor.shape)} {tensor.dtype}"
+            raise CheckpointError(
+                f"{str(path)!r} does not fit model.pt2: {name!r} must be {tuple(current.shape)} {current.dtype}. "
+                f"Re-save the model. Received: {name}={received}"
+            )
+        state[name] = nn.Parameter(tensor, requires_grad=False) if isinstance(current, nn.Parameter) else tensor
+
+
+def _decode_spec_or_raise(metadata: dict[str, Any], path: Path) -> InputSpec:
+    try:
+        return _decode_spec(metadata["input_spec"])
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise CheckpointError(f"{str(path)!r} has no valid input_spec. Re-save the model. Received: {err!r}") from err
+
+
+def _encode_spec(spec: InputSpec) -> dict[str, Any]:
+    if isinstance(spec, TensorSpec):
+        return {"shape": list(spec.shape), "dtype": str(spec.dtype).removeprefix("torch.")}
+    if isinstance(spec, dict):
+        return {"dict": {str(key): _encode_spec(value) for key, value in spec.items()}}
+    return {type(spec).__name__: [_encode_spec(value) for value in spec]}  # "tuple" or "list"
+
+
+def _decode_spec(encoded: dict[str, Any]) -> InputSpec:
+    if "shape" in encoded:
+        dtype = getattr(torch, encoded["dtype"], None)
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"unknown dtype {encoded['dtype']!r}")
+        return TensorSpec(tuple(int(d) for d in encoded["shape"]), dtype)
+    if "dict" in encoded:
+        return {key: _decode_spec(value) for key, value in encoded["dict"].items()}
+    if "tuple" in encoded or "list" in encoded:
+        kind = tuple if "tuple" in encoded else list
+        return kind(_decode_spec(value) for value in encoded[kind.__name__])
+    raise ValueError(f"unknown input_spec entry {encoded!r}")
+
+
+def _numpy_to_tensor(value: np.ndarray) -> torch.Tensor:
+    # The conversion Model.predict applies to arrays (float -> the default float dtype).
+    tensor = torch.from_numpy(np.ascontiguousarray(value))
+    return tensor.to(torch.get_default_dtype()) if tensor.is_floating_point() else tensor
+
+
+def _inputs_for(x: Any, spec: InputSpec) -> Any:
+    """``x`` as tensors shaped like ``spec``, float inputs cast to the saved dtype."""
+    if isinstance(spec, TensorSpec):
+        tensor = torch.from_numpy(np.ascontiguousarray(x)) if isinstance(x, np.ndarray) else x
+        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and spec.dtype.is_floating_point:
+            tensor = tensor.to(spec.dtype)
+        if not isinstance(tensor, torch.Tensor) or tuple(tensor.shape[1:]) != spec.shape or tensor.dtype != spec.dtype:
+            received = f"shape={tuple(tensor.shape)}, dtype={tensor.dtype}" if isinstance(tensor, torch.Tensor) else f"x of type {type(x).__name__}"
+            raise ValueError(f"Each input must be a batch of examples of shape {spec.shape} and dtype {spec.dtype}, "
+                             f"as when the model was saved. Received: {received}")
+        return tensor
+    if isinstance(spec, dict) and isinstance(x, dict) and set(x) == set(spec):
+        return {key: _inputs_for(x[key], value) for key, value in spec.items()}
+    if isinstance(spec, (tuple, list)) and isinstance(x, (tuple, list)) and len(x) == len(spec):
+        return type(spec)(_inputs_for(value, item) for value, item in zip(x, spec))
+    raise ValueError(f"x must have the structure the model was saved with: {spec}. Received: x of type {type(x).__name__}")
+
+
+def _concatenate(outputs: list[Any]) -> Any:
+    """Joins per-batch outputs into numpy arrays, as Model.predict does (several outputs: each one)."""
+    first = outputs[0]
+    if isinstance(first, torch.Tensor):
+        return torch.cat(outputs).cpu().numpy()
+    if isinstance(first, dict):
+        return {key: _concatenate([output[key] for output in outputs]) for key in first}
+    return type(first)(_concatenate([output[i] for output in outputs]) for i in range(len(first)))
+
+
+# ---- the model.pt2 check (see the module docstring) ---------------------------------
+_ENTRY = re.compile(
+    r"(?:archive_format|archive_version|byteorder|\.data/version|\.data/serialization_id|models/model\.json"
+    r"|data/sample_inputs/model\.pt|data/weights/model_weights_config\.json|data/weights/weight_\d+"
+    r"|data/constants/model_constants_config\.json|data/constants/tensor_\d+)"
+)
+_REQUIRED = ("models/model.json", "data/sample_inputs/model.pt", "data/weights/model_weights_config.json",
+             "data/constants/model_constants_config.json")
+_PLAIN = re.compile(r"[A-Za-z0-9_.]*")
+_VERSION = re.compile(r"[A-Za-z0-9_.+-]*")
+_ATEN_TARGET = re.compile(r"torch\.ops\.aten\.(?P<op>(?!__)[A-Za-z_]\w*)\.(?P<overload>(?!__)[A-Za-z_]\w*)")
+_IO_OPS = frozenset({"save", "from_file", "_print"})  # ATen operators that touch files or stdout
+_SYMBOLIC_TARGETS = frozenset(
+    [f"_operator.{name}" for name in ("add", "sub", "mul", "floordiv", "mod", "pow", "truediv", "neg", "pos",
+                                      "eq", "ne", "le", "ge", "lt", "gt", "and_", "or_")]
+    + ["math.trunc", "torch.sym_not", "torch.sym_int", "torch.sym_float", "torch.sym_ite", "torch.sym_max",
+       "torch.sym_min", "torch.sym_sqrt", "torch._sym_sqrt"]
+)
+_SYMBOL_CALL = re.compile(r"Symbol\('[a-z]{1,3}\d+'(?:, [a-z]+=(?:True|False))*\)")
+_EXPRESSION_TOKEN = re.compile(r"\s*(?:\d+(?:\.\d+)?|(?P<name>[A-Za-z_]\w*)|//|[-+*/%(),])")
+_EXPRESSION_NAMES = frozenset({
+    "FloorDiv", "ModularIndexing", "Where", "PythonMod", "Mod", "CleanDiv", "CeilToInt", "FloorToInt", "CeilDiv",
+    "LShift", "RShift", "PowByNatural", "FloatPow", "FloatTrueDiv", "IntTrueDiv", "IsNonOverlappingAndDenseIndicator",
+    "TruncToFloat", "TruncToInt", "RoundToInt", "RoundDecimal", "ToFloat", "Identity", "Max", "Min", "Eq", "Ne",
+    "Lt", "Le", "Gt", "Ge", "And", "Or", "Not", "True", "False", "oo",
+})
+_TREE_TYPES = (None, "builtins.tuple", "builtins.list", "builtins.dict")
+
+
+def _check_archive(raw: bytes, path: Path) -> None:
+    """Raises ``CheckpointError`` unless ``raw`` is a program ``torch.export.load`` can read without running code from it."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+            infos = archive.infolist()
+            root = infos[0].filename.split("/", 1)[0] if infos else ""
+            names = {info.filename.removeprefix(root + "/"): info for info in infos if info.filename.startswith(root + "/")}
+            problem = _entries_problem(names, len(infos))
+            if problem is None:
+                documents = [json.loads(archive.read(f"{root}/{name}")) for name in _REQUIRED if name.endswith(".json")]
+                problem = next(filter(None, (_strings_problem(document) for document in documents)), None)
+                problem = problem or _payloads_problem(documents[1]) or _payloads_problem(documents[2])
+    except (zipfile.BadZipFile, KeyError, ValueError, TypeError, RecursionError, OSError, EOFError) as err:
+        raise CheckpointError(f"Cannot load {str(path)!r}: it is truncated or corrupt. Re-save the model. "
+                              f"Received: {type(err).__name__}: {str(err)[:200]}") from err
+    if problem is not None:
+        raise CheckpointError(f"Refused to load {str(path)!r}: {problem}. It was not written by save_model; "
+                              f"load only models from sources you trust. Received: path={str(path)!r}")
+
+
+def _entries_problem(names: dict[str, zipfile.ZipInfo], num_entries: int) -> str | None:
+    if len(names) != num_entries:
+        return "its entries are not all in one folder, or some appear twice"
+    unexpected = sorted(name for name in names if not _ENTRY.fullmatch(name))
+    if unexpected:
+        return f"it holds unexpected entries {unexpected[:5]} (pickles, libraries or other data)"
+    missing = [name for name in _REQUIRED if name not in names]
+    if missing:
+        return f"it lacks the entries {missing}"
+    if names["data/sample_inputs/model.pt"].file_size != 0:
+        return "it holds pickled sample inputs, which would run code when loaded"
+    return None
+
+
+def _payloads_problem(config: Any) -> str | None:
+    """Weights and constants must be raw tensor bytes, never pickles."""
+    entries = config.get("config") if isinstance(config, dict) else None
+    if not isinstance(entries, dict):
+        return "a weights or constants config is malformed"
+    for name, meta in entries.items():
+        if not isinstance(meta, dict) or meta.get("use_pickle") is not False:
+            return f"{name!r} is stored as a pickle, which would run code when loaded"
+        if not re.fullmatch(r"(?:weight|tensor)_\d+", str(meta.get("path_name"))):
+            return f"{name!r} is stored as a {meta.get('path_name')!r} payload, not a plain tensor"
+    return None
+
+
+def _strings_problem(document: Any) -> str | None:
+    for key, text in _strings(document):
+        check = _STRING_CHECKS.get(key, _PLAIN.fullmatch)
+        if not check(text):
+            return f"it holds {key or 'the name'} {text[:80]!r}, which loading would run or paste into code"
+    return None
+
+
+def _strings(value: Any, key: str = "") -> Iterator[tuple[str, str]]:
+    """Every string in a parsed JSON document with the key it sits under; dict keys come as ``("", key)``."""
+    if isinstance(value, str):
+        yield key, value
+    elif isinstance(value, dict):
+        for name, item in value.items():
+            yield "", name
+            yield from _strings(item, name)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item, key)
+
+
+def _is_allowed_target(text: str) -> bool:
+    if text in _SYMBOLIC_TARGETS:
+        return True
+    match = _ATEN_TARGET.fullmatch(text)
+    if match is None or match["op"] in _IO_OPS:
+        return False
+    try:
+        overload = getattr(getattr(torch.ops.aten, match["op"]), match["overload"])
+    except (AttributeError, RuntimeError):
+        return False
+    return isinstance(overload, torch._ops.OpOverload)
+
+
+def _is_plain_expression(text: str) -> bool:
+    """Numbers, symbols and torch's sympy functions only: ``sympy.sympify`` ``eval``s this string."""
+    text = _SYMBOL_CALL.sub("s0", text)
+    if len(text) > 2000 or "**" in text:
+        return False
+    position = 0
+    while text[position:].strip():
+        token = _EXPRESSION_TOKEN.match(text, position)
+        if token is None:
+            return False
+        name = token["name"]
+        if name is not None and name not in _EXPRESSION_NAMES and not re.fullmatch(r"[a-z]{1,3}\d+", name):
+            return False
+        position = token.end()
+    return True
+
+
+def _is_plain_treespec(text: str) -> bool:
+    """Tuples, lists and dicts only: pytree would import any module an ``__enum__`` context names."""
+    try:
+        protocol, node = json.loads(text)
+    except (ValueError, TypeError):
+        return False
+    return isinstance(protocol, int) and _is_plain_tree_node(node)
+
+
+def _is_plain_tree_node(node: Any) -> bool:
+    if not isinstance(node, dict) or node.get("type") not in _TREE_TYPES or not isinstance(node.get("children_spec"), list):
+        return False
+    context = node.get("context")
+    if context is not None:
+        try:
+            keys = json.loads(context) if isinstance(context, str) else context
+        except ValueError:
+            return False
+        if keys is not None and not (isinstance(keys, list) and all(isinstance(k, (str, int)) for k in keys)):
+            return False
+    return all(_is_plain_tree_node(child) for child in node["children_spec"])
+
+
+_STRING_CHECKS: dict[str, Callable[[str], object]] = {
+    "target": _is_allowed_target,
+    "as_operator": _is_allowed_target,
+    "expr_str": _is_plain_expression,
+    "in_spec": _is_plain_treespec,
+    "out_spec": _is_plain_treespec,
+    "as_string": lambda text: True,  # operator arguments: generated code holds repr(text)
+    "as_strings": lambda text: True,
+    "torch_version": _VERSION.fullmatch,
+    "guards_code": lambda text: False,  # exec'd by ExportedProgram.module()
+}
