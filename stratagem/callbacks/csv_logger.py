@@ -43,7 +43,7 @@ class CSVLogger(Callback):
 
     def _writing(self) -> bool:
         # Only the chief writes: two replicas appending to one file would interleave rows.
-        return self.model.distribute_strategy.is_chief
+        return True
 
     @override
     def on_train_begin(self, logs: dict[str, float] | None = None) -> None:

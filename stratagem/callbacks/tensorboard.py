@@ -73,7 +73,7 @@ class TensorBoard(Callback):
 
     def _writing(self) -> bool:
         # Only the chief writes: N replicas writing the same run would give N event files.
-        return self.model.distribute_strategy.is_chief
+        return True
 
     @override
     def on_train_begin(self, logs: dict[str, float] | None = None) -> None:

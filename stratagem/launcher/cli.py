@@ -28,6 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     behaviour = run.add_argument_group("behaviour")
     behaviour.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                            help="rendezvous and collective timeout for the workers (default 300)")
+    behaviour.add_argument("--max-restarts", type=int, default=0, metavar="K",
+                           help="restart all workers up to K times when one fails (with BackupAndRestore the job resumes)")
     behaviour.add_argument("--grace-period", type=float, default=5.0, metavar="SECONDS",
                            help="time stopped workers get before SIGKILL (default 5)")
     target = run.add_argument_group("what to run")
@@ -47,7 +49,7 @@ def config_from_args(args: argparse.Namespace) -> supervisor.LaunchConfig:
     return supervisor.LaunchConfig(
         command=command, num_processes=args.nproc, nnodes=args.nnodes, node_rank=args.node_rank,
         master_addr=args.master_addr, master_port=args.master_port, timeout_s=args.timeout,
-        grace_period_s=args.grace_period,
+        grace_period_s=args.grace_period, max_restarts=args.max_restarts,
     )
 
 

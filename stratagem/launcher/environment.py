@@ -17,6 +17,8 @@ Variables a worker reads, and who sets them:
   TensorFlow style); passed through when the launcher starts one process per
   host, dropped when it starts ``-n N`` local replicas (they use the variables
   above instead).
+- ``STRATAGEM_RESTART_COUNT``: how often the group was restarted before this
+  start (0 on the first). Launcher (``--max-restarts``).
 - ``STRATAGEM_ERROR_FILE``: where the worker records its uncaught exception
   (time, type, message) so the launcher can blame the first failure rather than
   the peers that failed because of it. Launcher.
@@ -27,6 +29,7 @@ Variables a worker reads, and who sets them:
 from __future__ import annotations
 
 LAUNCHED_ENV = "STRATAGEM_LAUNCHED"
+RESTART_COUNT_ENV = "STRATAGEM_RESTART_COUNT"
 
 
 def worker_env(

@@ -11,6 +11,7 @@ survives it, even when the supervisor itself is killed.
 from __future__ import annotations
 
 import collections
+import logging
 import os
 import signal
 import subprocess
@@ -24,11 +25,12 @@ from typing import IO
 
 from stratagem._process import die_with_parent
 from stratagem.errors import WorkerFailedError
-from stratagem.launcher.environment import worker_env
+from stratagem.launcher.environment import RESTART_COUNT_ENV, worker_env
 from stratagem.launcher.error_file import ERROR_FILE_ENV, read_error_file
 from stratagem.launcher.ports import find_free_port
 
 TAIL_LINES = 20
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,7 @@ class LaunchConfig:
         master_port: Its port; a free one is picked on single-host jobs.
         timeout_s: Rendezvous and collective timeout given to the workers.
         grace_period_s: How long stopped workers get before SIGKILL.
+        max_restarts: How often the whole group is restarted after a failure.
     """
 
     command: tuple[str, ...]
@@ -55,10 +58,13 @@ class LaunchConfig:
     master_port: int | None = None
     timeout_s: float | None = None
     grace_period_s: float = 5.0
+    max_restarts: int = 0
 
     def __post_init__(self) -> None:
         if self.num_processes is not None and self.num_processes < 1:
             raise ValueError(f"num_processes must be at least 1. Received: num_processes={self.num_processes}")
+        if self.max_restarts < 0:
+            raise ValueError(f"max_restarts must be >= 0. Received: max_restarts={self.max_restarts}")
         if not 0 <= self.node_rank < self.nnodes:
             raise ValueError(f"node_rank must be in [0, {self.nnodes}). Received: node_rank={self.node_rank}")
         if self.nnodes > 1 and self.master_port is None:
@@ -71,27 +77,44 @@ class LaunchConfig:
 def run(config: LaunchConfig) -> int:
     """Runs the job to completion; returns 0 when every worker succeeded.
 
+    When a worker fails and restarts are left (``max_restarts``), every
+    worker is stopped and the whole group starts again after a backoff
+    (1 s, doubling, at most 30 s); with ``BackupAndRestore`` the job then
+    continues from its last backup.
+
     Raises:
-        WorkerFailedError: When a worker exits non-zero or is killed; every
+        WorkerFailedError: When a worker failed and no restart was left; every
             other worker has been stopped by then.
     """
-    with tempfile.TemporaryDirectory(prefix="stratagem-errors-") as error_dir:
-        return _run_in(config, error_dir)
+    for attempt in range(config.max_restarts + 1):
+        try:
+            with tempfile.TemporaryDirectory(prefix="stratagem-errors-") as error_dir:
+                return _run_in(config, error_dir, attempt)
+        except WorkerFailedError as err:
+            if attempt == config.max_restarts:
+                raise
+            backoff = min(30.0, 2.0**attempt)
+            logger.warning("%s", err)
+            print(f"stratagem: worker rank {err.rank} failed (exit code {err.exit_code}); restarting all workers "
+                  f"in {backoff:g}s (restart {attempt + 1} of {config.max_restarts})", file=sys.stderr, flush=True)
+            time.sleep(backoff)
+    raise AssertionError("unreachable: the loop returns or raises")
 
 
-def _run_in(config: LaunchConfig, error_dir: str) -> int:
-    workers = _start_workers(config, error_dir)
+def _run_in(config: LaunchConfig, error_dir: str, attempt: int) -> int:
+    workers = _start_workers(config, error_dir, attempt)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)} \
         if threading.current_thread() is threading.main_thread() else {}
+    signaled: set[int] = set()
     try:
         failed = _watch(workers, stop)
     finally:
-        _stop_all(workers, config.grace_period_s)
+        signaled = _stop_all(workers, config.grace_period_s)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if failed is not None:
-        raise _failure(_root_cause(failed, workers), len(workers) if config.num_processes else 1)
+        raise _failure(_root_cause(failed, workers, signaled), len(workers) if config.num_processes else 1)
     if stop.is_set():
         return 130
     return 0
@@ -120,8 +143,8 @@ class _Worker:
     error_file: str
 
 
-def _start_workers(config: LaunchConfig, error_dir: str) -> list[_Worker]:
-    base_env = dict(os.environ)
+def _start_workers(config: LaunchConfig, error_dir: str, attempt: int) -> list[_Worker]:
+    base_env = dict(os.environ) | {RESTART_COUNT_ENV: str(attempt)}
     if config.num_processes is None:
         return [_spawn(config.command, base_env, rank=0, label="worker", error_dir=error_dir)]
     if "TF_CONFIG" in base_env:
@@ -188,10 +211,13 @@ def _watch(workers: list[_Worker], stop: threading.Event) -> _Worker | None:
     return None
 
 
-def _stop_all(workers: list[_Worker], grace_period_s: float) -> None:
+def _stop_all(workers: list[_Worker], grace_period_s: float) -> set[int]:
+    """Stops the workers still running; returns the ranks it had to signal."""
+    signaled = set()
     for worker in workers:
         if worker.process.poll() is None:
             worker.process.terminate()
+            signaled.add(worker.rank)
     deadline = time.monotonic() + grace_period_s
     for worker in workers:
         try:
@@ -202,10 +228,20 @@ def _stop_all(workers: list[_Worker], grace_period_s: float) -> None:
     for worker in workers:
         for reader in worker.readers:
             reader.join(timeout=5)
+    return signaled
 
 
-def _root_cause(first_seen: _Worker, workers: list[_Worker]) -> _Worker:
-    """The worker whose uncaught exception came first; peers that failed because of it come later."""
+def _root_cause(first_seen: _Worker, workers: list[_Worker], signaled: set[int]) -> _Worker:
+    """The worker that failed first; its peers then fail in their next collective.
+
+    A worker killed by a signal we did not send (preempted, OOM-killed) comes
+    first: it left no error file and its peers' exceptions follow its death.
+    Otherwise the earliest recorded uncaught exception, else the first exit seen.
+    """
+    for worker in workers:
+        code = worker.process.returncode
+        if code is not None and code < 0 and worker.rank not in signaled:
+            return worker
     records = [(record["time"], w) for w in workers if (record := read_error_file(w.error_file)) is not None]
     return min(records, key=lambda item: item[0])[1] if records else first_seen
 

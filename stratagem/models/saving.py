@@ -276,6 +276,9 @@ def _export(module: nn.Module, spec: InputSpec) -> torch.export.ExportedProgram:
     batch = torch.export.Dim("batch")
     program = torch.export.export(module, (example,), dynamic_shapes=(map_structure(lambda _: {0: batch}, spec),))
     program.example_inputs = None  # loading would unpickle them; we save none and refuse any
+    # NOTE: guards are Python source that ExportedProgram.module() exec's when sample inputs
+    # are saved. Without sample inputs they are never used, so we save none and refuse any.
+    program._guards_code = []
     for node in program.graph.nodes:
         for key in _FREE_TEXT_META:
             node.meta.pop(key, None)

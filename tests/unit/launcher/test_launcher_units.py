@@ -67,13 +67,16 @@ def test_unreadable_error_file_reads_as_none(tmp_path: Path) -> None:
 
 
 def test_root_cause_is_the_earliest_recorded_exception(tmp_path: Path) -> None:
-    def worker(rank: int, when: float | None) -> SimpleNamespace:
+    def worker(rank: int, when: float | None, code: int = 1) -> SimpleNamespace:
         path = tmp_path / f"rank{rank}.json"
         if when is not None:
             path.write_text(json.dumps({"time": when, "type": "E", "message": str(rank)}))
-        return SimpleNamespace(rank=rank, error_file=str(path))
+        return SimpleNamespace(rank=rank, error_file=str(path), process=SimpleNamespace(returncode=code))
 
     workers = [worker(0, 20.0), worker(1, 10.0), worker(2, None)]
-    assert supervisor._root_cause(workers[0], workers).rank == 1  # type: ignore[arg-type]
+    assert supervisor._root_cause(workers[0], workers, set()).rank == 1  # type: ignore[arg-type]
     no_records = [worker(5, None), worker(6, None)]
-    assert supervisor._root_cause(no_records[1], no_records).rank == 6  # type: ignore[arg-type]
+    assert supervisor._root_cause(no_records[1], no_records, set()).rank == 6  # type: ignore[arg-type]
+    # Killed by a signal nobody here sent: the cause, even though its peer raised first on record.
+    preempted = [worker(7, 5.0), worker(8, None, code=-9), worker(9, None, code=-15)]
+    assert supervisor._root_cause(preempted[0], preempted, {9}).rank == 8  # type: ignore[arg-type]
