@@ -79,17 +79,25 @@ def make_images(num_images: int, seed: int = DATA_SEED) -> tuple[np.ndarray, np.
     return images, labels
 
 
+def to_float32(img: np.ndarray, label: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The cast that feeds ``preprocessing``'s float64 images to a float32 model."""
+    return img.astype(np.float32), label
+
+
 def seed_pipeline(x: np.ndarray, y: np.ndarray, *, vectorized: bool, batch_size: int = BATCH_SIZE,
-                  take: int | None = None) -> Dataset:
+                  cast_float32: bool = False, take: int | None = None) -> Dataset:
     """The seed's pipeline; ``vectorized`` swaps the AUTOTUNE map for one call per batch.
 
-    ``take`` keeps that many batches (inserted before ``prefetch``).
+    ``cast_float32`` adds a vectorised ``to_float32`` map after
+    ``preprocessing``; ``take`` keeps that many batches (before ``prefetch``).
     """
     dataset = Dataset.from_tensor_slices((x, y))
     if vectorized:
         dataset = dataset.map(preprocessing, vectorized=True)
     else:
         dataset = dataset.map(preprocessing, num_parallel_calls=AUTOTUNE)
+    if cast_float32:
+        dataset = dataset.map(to_float32, vectorized=True)
     dataset = dataset.shuffle(256).batch(batch_size)
     if take is not None:
         dataset = dataset.take(take)
@@ -238,8 +246,7 @@ def _dtype_name(array: Any) -> str:
 def build_fit_model() -> stratagem.Model:
     """The seed CNN behind a Flatten, so it takes the preprocessed (N, 28, 28, 1) images."""
     # Flatten gives (N, 784); build_net unflattens that to (N, 1, 28, 28): with one
-    # channel, HWC and CHW order the pixels the same way. Float64 input becomes
-    # float32 (torch's default dtype) in stratagem's input adapter, so no cast map.
+    # channel, HWC and CHW order the pixels the same way.
     net = nn.Sequential(nn.Flatten(), _fit_workloads.build_net())
     model = stratagem.Model(net)
     # SGD: the cheapest step, so the most demanding of the input pipeline.
@@ -247,21 +254,22 @@ def build_fit_model() -> stratagem.Model:
     return model
 
 
-def time_fit(x: np.ndarray, y: np.ndarray, *, use_take: bool) -> FitTiming:
+def time_fit(x: np.ndarray, y: np.ndarray, *, use_take: bool, cast_float32: bool = True) -> FitTiming:
     """One ``fit`` epoch of up to ``FIT_STEPS`` steps on the vectorised seed pipeline (batch 64).
 
-    ``use_take=False``: the whole pipeline with ``steps_per_epoch``.
-    ``use_take=True``: the pipeline cut with ``.take(steps)`` before ``prefetch``.
+    ``use_take=False``: the whole pipeline with ``steps_per_epoch``;
+    ``use_take=True``: the pipeline cut with ``.take(steps)`` before
+    ``prefetch``. ``cast_float32=False`` leaves the batches float64, which
+    stratagem's input adapter then converts to torch's default float32.
     """
     num_steps = min(FIT_STEPS, len(x) // FIT_BATCH_SIZE)
     model = build_fit_model()
-    warmup = seed_pipeline(x, y, vectorized=True, batch_size=FIT_BATCH_SIZE)
-    model.fit(warmup, epochs=1, steps_per_epoch=FIT_WARMUP_STEPS, verbose=0)
-    if use_take:
-        dataset, steps_per_epoch = seed_pipeline(x, y, vectorized=True, batch_size=FIT_BATCH_SIZE,
-                                                 take=num_steps), None
-    else:
-        dataset, steps_per_epoch = seed_pipeline(x, y, vectorized=True, batch_size=FIT_BATCH_SIZE), num_steps
+
+    def pipeline(take: int | None) -> Dataset:
+        return seed_pipeline(x, y, vectorized=True, batch_size=FIT_BATCH_SIZE, cast_float32=cast_float32, take=take)
+
+    model.fit(pipeline(None), epochs=1, steps_per_epoch=FIT_WARMUP_STEPS, verbose=0)
+    dataset, steps_per_epoch = (pipeline(num_steps), None) if use_take else (pipeline(None), num_steps)
     start = time.perf_counter()
     model.fit(dataset, epochs=1, steps_per_epoch=steps_per_epoch, verbose=0)
     seconds = time.perf_counter() - start

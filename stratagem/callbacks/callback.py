@@ -65,4 +65,5 @@ class Callback:
 
 def overrides(callback: Callback, hook: str) -> bool:
     """True if ``callback`` implements ``hook`` itself rather than inheriting the no-op."""
-    return not getattr(getattr(type(callback), hook), "_stratagem_noop", False)
+    # Looked up on the instance: a callback may set a hook per instance (LambdaCallback).
+    return not getattr(getattr(callback, hook), "_stratagem_noop", False)

@@ -43,7 +43,7 @@ class CSVLogger(Callback):
 
     def _writing(self) -> bool:
         # Only the chief writes: two replicas appending to one file would interleave rows.
-        return True
+        return self.model.distribute_strategy.is_chief
 
     @override
     def on_train_begin(self, logs: dict[str, float] | None = None) -> None:
@@ -53,7 +53,8 @@ class CSVLogger(Callback):
             with open(self.filename) as f:
                 self.append_header = not bool(len(f.readline()))
         self._close()
-        self.csv_file = open(self.filename, "a" if self.append else "w", newline="")  # noqa: SIM115 (closed on train end)
+        # Kept open across epochs (rows are flushed one by one) and closed on train end.
+        self.csv_file = open(self.filename, "a" if self.append else "w", newline="")  # noqa: SIM115
         self.writer = None
         self.keys = None
 

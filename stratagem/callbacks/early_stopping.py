@@ -60,7 +60,8 @@ class EarlyStopping(Callback):
         if mode not in _MODES:
             raise ValueError(f"EarlyStopping mode must be one of {list(_MODES)}. Received: mode={mode!r}")
         self.monitor, self.patience, self.verbose, self.mode = monitor, patience, verbose, mode
-        self.baseline, self.restore_best_weights, self.start_from_epoch = baseline, restore_best_weights, start_from_epoch
+        self.baseline, self.start_from_epoch = baseline, start_from_epoch
+        self.restore_best_weights = restore_best_weights
         self.min_delta = abs(min_delta)
         self.maximize: bool | None = None  # decided at the first epoch end, once the metrics are known
         self.wait = 0
@@ -147,6 +148,14 @@ class EarlyStopping(Callback):
                 f"`mode='min'` in order to use the lowest value. Received: monitor={self.monitor!r}"
             )
         return direction == "up"
+
+    def get_state(self) -> dict[str, Any]:
+        """Counters and best value, for ``BackupAndRestore`` (the best weights themselves stay in memory only)."""
+        return {key: getattr(self, key) for key in ('wait', 'stopped_epoch', 'best', 'best_epoch')}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        for key, value in state.items():
+            setattr(self, key, value)
 
 
 def _direction(name: str, metrics: list[Any]) -> str | None:

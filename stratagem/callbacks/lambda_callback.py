@@ -8,6 +8,7 @@ from typing import Any
 from stratagem.callbacks.callback import Callback
 from stratagem.callbacks.callback_list import _HOOKS
 
+_Hook = Callable[..., Any]
 # Keras' Callback routes its older batch hooks to the training ones.
 _ALIASES = {"on_batch_begin": "on_train_batch_begin", "on_batch_end": "on_train_batch_end"}
 
@@ -40,10 +41,10 @@ class LambdaCallback(Callback):
         >>> model.fit(x, y, epochs=3, callbacks=[print_lr])  # doctest: +SKIP
     """
 
-    def __init__(self, on_epoch_begin: Callable[..., Any] | None = None, on_epoch_end: Callable[..., Any] | None = None,
-                 on_train_begin: Callable[..., Any] | None = None, on_train_end: Callable[..., Any] | None = None,
-                 on_train_batch_begin: Callable[..., Any] | None = None,
-                 on_train_batch_end: Callable[..., Any] | None = None, **kwargs: Callable[..., Any]) -> None:
+    def __init__(self, on_epoch_begin: _Hook | None = None, on_epoch_end: _Hook | None = None,
+                 on_train_begin: _Hook | None = None, on_train_end: _Hook | None = None,
+                 on_train_batch_begin: _Hook | None = None, on_train_batch_end: _Hook | None = None,
+                 **kwargs: _Hook) -> None:
         super().__init__()
         hooks = {"on_epoch_begin": on_epoch_begin, "on_epoch_end": on_epoch_end, "on_train_begin": on_train_begin,
                  "on_train_end": on_train_end, "on_train_batch_begin": on_train_batch_begin,

@@ -9,6 +9,8 @@ so every replica sets the same learning rate at the same epoch. Both add
 
 from __future__ import annotations
 
+from typing import Any
+
 import inspect
 import math
 import numbers
@@ -28,7 +30,8 @@ class LearningRateScheduler(Callback):
 
     ``schedule(epoch, lr)`` gets the 0-based epoch and the current rate and
     returns the new rate; a one-argument ``schedule(epoch)`` works too, as in
-    Keras.
+    Keras. It runs on every replica, so it must give the same answer on each
+    (no unseeded randomness): replicas with different rates drift apart.
 
     Args:
         schedule: ``(epoch, lr) -> lr`` or ``(epoch) -> lr``.
@@ -172,6 +175,14 @@ class ReduceLROnPlateau(Callback):
             print(f"\nEpoch {epoch + 1}: ReduceLROnPlateau reducing learning rate to {new_lr}.")
         self.cooldown_counter = self.cooldown
         self.wait = 0
+
+    def get_state(self) -> dict[str, Any]:
+        """Counters and best value, for ``BackupAndRestore``."""
+        return {key: getattr(self, key) for key in ('best', 'cooldown_counter', 'wait')}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        for key, value in state.items():
+            setattr(self, key, value)
 
 
 def _float32(value: float) -> float:

@@ -10,6 +10,7 @@ not this callback's.
 from __future__ import annotations
 
 import math
+import types
 import warnings
 from typing import Any
 
@@ -18,6 +19,9 @@ from typing_extensions import override
 from stratagem.callbacks.callback import Callback
 
 _MODES = ("auto", "min", "max")
+
+
+_WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth")
 
 
 class ModelCheckpoint(Callback):
@@ -57,7 +61,8 @@ class ModelCheckpoint(Callback):
         if mode not in _MODES:
             raise ValueError(f"ModelCheckpoint mode must be one of {list(_MODES)}. Received: mode={mode!r}")
         if save_freq != "epoch" and (not isinstance(save_freq, int) or isinstance(save_freq, bool) or save_freq < 1):
-            raise ValueError(f"save_freq must be 'epoch' or a positive number of batches. Received: save_freq={save_freq!r}")
+            raise ValueError("save_freq must be 'epoch' or a positive number of batches. "
+                             f"Received: save_freq={save_freq!r}")
         self.filepath = str(filepath)
         self.monitor, self.verbose, self.mode = monitor, verbose, mode
         self.save_best_only, self.save_weights_only, self.save_freq = save_best_only, save_weights_only, save_freq
@@ -73,7 +78,7 @@ class ModelCheckpoint(Callback):
             # epoch never needs them, so this instance keeps the base no-op and
             # CallbackList skips the hook. Depends on save_freq only, so it is the
             # same on every replica and they all keep running the same collectives.
-            self.on_train_batch_end = Callback.on_train_batch_end.__get__(self)  # type: ignore[method-assign]
+            self.on_train_batch_end = types.MethodType(Callback.on_train_batch_end, self)  # type: ignore[method-assign]
 
     @override
     def on_epoch_begin(self, epoch: int, logs: dict[str, float] | None = None) -> None:
@@ -118,11 +123,13 @@ class ModelCheckpoint(Callback):
             self._say(f"\nEpoch {epoch + 1}: {self.monitor} did not improve from {self.best:.5f}")
 
     def _write(self, filepath: str) -> None:
-        # Every replica calls this: save_weights writes on the chief only (atomically),
-        # and a future full-model save may need every replica to take part.
-        # TODO(model-save): call self.model.save(filepath) when save_weights_only is
-        # False, once full-model export lands; until then both modes write the weights.
-        self.model.save_weights(filepath)
+        # Every replica calls this; the writes happen on the chief only, atomically.
+        # The path decides, as Keras' file suffixes do: a weights file gets the weights,
+        # anything else a self-contained export folder (weights, program, metadata).
+        if self.save_weights_only or filepath.endswith(_WEIGHT_SUFFIXES):
+            self.model.save_weights(filepath)
+        else:
+            self.model.save(filepath)
 
     def _get_file_path(self, epoch: int, batch: int | None, logs: dict[str, float]) -> str:
         fields: dict[str, Any] = dict(logs)
@@ -146,6 +153,14 @@ class ModelCheckpoint(Callback):
     def _say(self, message: str) -> None:
         if self.verbose > 0 and self.model.distribute_strategy.is_chief:
             print(message)
+
+    def get_state(self) -> dict[str, Any]:
+        """Counters and best value, for ``BackupAndRestore``."""
+        return {key: getattr(self, key) for key in ('best', '_current_epoch', '_batches_seen_since_last_saving')}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        for key, value in state.items():
+            setattr(self, key, value)
 
 
 def _is_accuracy_like(monitor: str) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+import types
 import warnings
 from typing import Any
 
@@ -55,11 +56,13 @@ class TensorBoard(Callback):
         self._summary_writer_class = _import_summary_writer()
         if update_freq == "batch":
             update_freq = 1
-        if update_freq != "epoch" and (not isinstance(update_freq, int) or isinstance(update_freq, bool) or update_freq < 1):
-            raise ValueError(f"update_freq must be 'epoch', 'batch' or a positive int. Received: update_freq={update_freq!r}")
-        if not isinstance(histogram_freq, int) or histogram_freq < 0:
+        if update_freq != "epoch" and not _is_int_at_least(update_freq, 1):
+            raise ValueError("update_freq must be 'epoch', 'batch' or a positive int. "
+                             f"Received: update_freq={update_freq!r}")
+        if not _is_int_at_least(histogram_freq, 0):
             raise ValueError(f"histogram_freq must be an int >= 0. Received: histogram_freq={histogram_freq!r}")
-        self.log_dir, self.update_freq, self.histogram_freq, self.write_graph = str(log_dir), update_freq, histogram_freq, write_graph
+        self.log_dir, self.update_freq = str(log_dir), update_freq
+        self.histogram_freq, self.write_graph = histogram_freq, write_graph
         self._train_writer: Any = None
         self._val_writer: Any = None
         self._global_train_batch = 0
@@ -69,11 +72,11 @@ class TensorBoard(Callback):
             # reads them, so this instance keeps the base no-op and CallbackList
             # skips the hook. It depends on update_freq only, never on the rank, so
             # every replica still runs the same collectives.
-            self.on_train_batch_end = Callback.on_train_batch_end.__get__(self)  # type: ignore[method-assign]
+            self.on_train_batch_end = types.MethodType(Callback.on_train_batch_end, self)  # type: ignore[method-assign]
 
     def _writing(self) -> bool:
         # Only the chief writes: N replicas writing the same run would give N event files.
-        return True
+        return self.model.distribute_strategy.is_chief
 
     @override
     def on_train_begin(self, logs: dict[str, float] | None = None) -> None:
@@ -146,13 +149,18 @@ class TensorBoard(Callback):
                 self._train_writer.add_histogram(name.replace(".", "/") + "/histogram", tensor.detach().cpu(), epoch)
 
 
+def _is_int_at_least(value: object, minimum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
 def _import_summary_writer() -> type:
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError as err:
         raise ImportError(
             "The TensorBoard callback writes event files through torch.utils.tensorboard, which needs the "
-            "tensorboard package. Install it with `pip install tensorboard` (or `pip install stratagem[tensorboard]`). "
+            "tensorboard package. Install it with `pip install tensorboard` "
+            "(or `pip install stratagem[tensorboard]`). "
             f"Received: {type(err).__name__}: {err}"
         ) from err
     return SummaryWriter

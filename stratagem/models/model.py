@@ -287,7 +287,9 @@ class Model:
         # BackupAndRestore goes last: it restores after the others reset themselves in
         # on_train_begin, and backs up after they updated themselves in on_epoch_end.
         backups = [c for c in user if isinstance(c, BackupAndRestore)]
-        items: list[Callback] = [history, *(c for c in user if c not in backups)]
+        # Keras 3's order: user callbacks, then History (it sees what they add, such as
+        # learning_rate), then the progress bar.
+        items: list[Callback] = [*(c for c in user if c not in backups), history]
         if verbose:
             items.append(ProgbarLogger(verbose=verbose))
         items += backups

@@ -10,24 +10,12 @@ built under a temporary name and renamed into place, so a crash leaves the previ
 
 What ``load_model`` reads, and why that is safe. ``metadata.json`` and
 ``weights.safetensors`` are data formats: parsing them runs no code. ``model.pt2`` is read
-with ``torch.export.load``, which is NOT safe on a crafted file: it unpickles
-``data/sample_inputs/*`` (``weights_only=True``, then silently again with
-``weights_only=False``), weights and constants marked ``use_pickle`` (``weights_only=False``),
-torchbind and opaque constants (``pickle.loads``); it loads AOTInductor shared libraries
-from ``data/aotinductor/``; it passes shape expressions to ``sympy.sympify`` (``eval``);
-it resolves node targets by attribute lookup from ``torch``, ``operator`` and ``math`` and
-accepts any callable (``torch.os.system`` is one); it ``exec``s ``guards_code``; it pastes
-names from the file into generated Python source (``getattr(self, "<name>")``); and its
-pytree specs may import any module by name. So ``load_model`` reads the file into memory
-once and checks those bytes (``_check_archive``): only the entries ``save_model`` writes,
-an empty sample-inputs entry, no pickled payloads, node targets that are ATen operators
-(minus the file-I/O ones) or symbolic-int arithmetic, shape expressions of numbers,
-symbols and torch's sympy functions, no guards code, pytree specs of tuples, lists and
-dicts, and every other string a plain name (``[A-Za-z0-9_.]``). Only the checked bytes
-go to ``torch.export.load``, and the program's weights are then replaced by those of
+with ``torch.export.load``, which is NOT safe on a crafted file, so ``load_model`` reads it
+into memory once and checks those bytes first (``_pt2_archive.check_archive``, whose
+docstring lists what torch would run and what the check accepts). Only the checked bytes go
+to ``torch.export.load``, and the program's weights are then replaced by those of
 ``weights.safetensors``. ``save_model`` runs the same check on what it wrote, so a save
-never yields a folder that ``load_model`` refuses. The check is about code execution: a
-crafted file can still ask for huge tensors, or aim at torch's C++ zip reader.
+never yields a folder that ``load_model`` refuses.
 """
 
 from __future__ import annotations
@@ -43,8 +31,7 @@ import re
 import secrets
 import shutil
 import sys
-import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,6 +43,7 @@ from torch import nn
 from stratagem._nest import batch_size_of, map_structure
 from stratagem.checkpoint import io as checkpoint_io
 from stratagem.errors import CheckpointError
+from stratagem.models._pt2_archive import check_archive
 
 if TYPE_CHECKING:
     from stratagem.models.model import Model
@@ -87,26 +75,18 @@ class TensorSpec:
 InputSpec = Any  # a TensorSpec, or a tuple/list/dict of them shaped like the model's x
 
 
-class _NotTensors(Exception):
-    """A batch holds something other than tensors or arrays with a batch axis."""
-
-
 def input_spec_of(x: Any) -> InputSpec | None:
     """The ``TensorSpec`` structure of a batch ``x``; None if ``x`` is not tensors with a batch axis."""
-    leaves: list[TensorSpec] = []
+    leaves: list[TensorSpec | None] = []
 
-    def describe(value: Any) -> TensorSpec:
+    def describe(value: Any) -> TensorSpec | None:
         tensor = _numpy_to_tensor(value) if isinstance(value, np.ndarray) else value
-        if not isinstance(tensor, torch.Tensor) or tensor.ndim == 0:
-            raise _NotTensors
-        leaves.append(TensorSpec(tuple(int(d) for d in tensor.shape[1:]), tensor.dtype))
+        has_batch_axis = isinstance(tensor, torch.Tensor) and tensor.ndim > 0
+        leaves.append(TensorSpec(tuple(int(d) for d in tensor.shape[1:]), tensor.dtype) if has_batch_axis else None)
         return leaves[-1]
 
-    try:
-        spec = map_structure(describe, x)
-    except _NotTensors:
-        return None
-    return spec if leaves else None
+    spec = map_structure(describe, x)
+    return spec if leaves and all(leaves) else None
 
 
 def save_model(model: Model, filepath: str | os.PathLike[str], *, input_example: Any = None) -> None:
@@ -139,22 +119,8 @@ def save_model(model: Model, filepath: str | os.PathLike[str], *, input_example:
         )
     # Only the chief writes: every replica holds the same weights, and several
     # writers renaming onto one folder would race.
-    if not model.distribute_strategy.is_chief:
-        return
-    target = Path(filepath)
-    _check_replaceable(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(f"{target}.tmp-{secrets.token_hex(8)}")
-    os.mkdir(tmp)
-    try:
-        _write_folder(model, spec, tmp)
-        for hook in checkpoint_io._BEFORE_RENAME_HOOK:  # tests inject a crash between write and rename
-            hook(str(tmp))
-        _swap_into_place(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    _fsync(target.parent)
+    if model.distribute_strategy.is_chief:
+        _write_atomically(model, spec, Path(filepath))
 
 
 def load_model(filepath: str | os.PathLike[str]) -> LoadedModel:
@@ -248,19 +214,37 @@ class LoadedModel:
 
 
 # ---- writing -----------------------------------------------------------------------
+def _write_atomically(model: Model, spec: InputSpec, target: Path) -> None:
+    """Writes the folder under a temporary name, then renames it to ``target``."""
+    _check_replaceable(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(f"{target}.tmp-{secrets.token_hex(8)}")
+    os.mkdir(tmp)
+    try:
+        _write_folder(model, spec, tmp)
+        for hook in checkpoint_io._BEFORE_RENAME_HOOK:  # tests inject a crash between write and rename
+            hook(str(tmp))
+        _swap_into_place(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync(target.parent)
+
+
 def _write_folder(model: Model, spec: InputSpec, folder: Path) -> None:
     """Writes the three files into ``folder`` and flushes them to disk."""
     from safetensors.torch import save_file
 
     # copy=True: safetensors refuses tensors that share memory (tied weights).
-    state = {name: t.detach().to("cpu", copy=True).contiguous() for name, t in model.module.state_dict().items()}
+    state = {key: t.detach().to("cpu", copy=True).contiguous() for key, t in model.module.state_dict().items()}
     _write(folder / WEIGHTS_FILE, lambda path: save_file(state, path))
     program = _export(model.module, spec)
     _write(folder / PROGRAM_FILE, lambda path: torch.export.save(program, path))
     try:
-        _check_archive((folder / PROGRAM_FILE).read_bytes(), folder / PROGRAM_FILE)
+        check_archive((folder / PROGRAM_FILE).read_bytes(), folder / PROGRAM_FILE)
     except CheckpointError as err:  # torch wrote something this loader does not accept
-        raise CheckpointError(f"save_model wrote a program that load_model would refuse (torch {torch.__version__}). {err}") from err
+        raise CheckpointError(f"save_model wrote a program that load_model would refuse "
+                              f"(torch {torch.__version__}). {err}") from err
     text = json.dumps(_metadata(model, spec), indent=2, sort_keys=True)
     _write(folder / METADATA_FILE, lambda path: Path(path).write_text(text, encoding="utf-8"))
     _fsync(folder)
@@ -274,7 +258,8 @@ def _export(module: nn.Module, spec: InputSpec) -> torch.export.ExportedProgram:
     # Batch 2, not 1: torch.export specializes axes of size 0 and 1.
     example = map_structure(lambda s: torch.zeros((2, *s.shape), dtype=s.dtype), spec)
     batch = torch.export.Dim("batch")
-    program = torch.export.export(module, (example,), dynamic_shapes=(map_structure(lambda _: {0: batch}, spec),))
+    dynamic_shapes = (map_structure(lambda _: {0: batch}, spec),)
+    program = torch.export.export(module, (example,), dynamic_shapes=dynamic_shapes)
     program.example_inputs = None  # loading would unpickle them; we save none and refuse any
     # NOTE: guards are Python source that ExportedProgram.module() exec's when sample inputs
     # are saved. Without sample inputs they are never used, so we save none and refuse any.
@@ -314,7 +299,8 @@ def _check_replaceable(target: Path) -> None:
     """Refuses to replace anything but an earlier save or an empty folder: its contents would be lost."""
     if not os.path.lexists(target):
         return
-    if target.is_dir() and not target.is_symlink() and ((target / METADATA_FILE).is_file() or not any(target.iterdir())):
+    is_folder = target.is_dir() and not target.is_symlink()
+    if is_folder and ((target / METADATA_FILE).is_file() or not any(target.iterdir())):
         return
     raise ValueError(
         f"{str(target)!r} exists and is not a model saved by save_model, so it was not replaced (its contents "
@@ -376,11 +362,16 @@ def _fsync(path: Path) -> None:
 
 
 # ---- reading -----------------------------------------------------------------------
+def _missing(path: Path) -> CheckpointError:
+    return CheckpointError(f"Saved model file {str(path)!r} is missing. Re-save the model. "
+                           f"Received: path={str(path)!r}")
+
+
 def _read_metadata(path: Path) -> dict[str, Any]:
     try:
         metadata = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as err:
-        raise CheckpointError(f"Saved model file {str(path)!r} is missing. Re-save the model. Received: path={str(path)!r}") from err
+        raise _missing(path) from err
     except (OSError, ValueError) as err:
         raise CheckpointError(f"Cannot read {str(path)!r}: it is truncated or corrupt. Re-save the model. "
                               f"Received: {type(err).__name__}: {str(err)[:200]}") from err
@@ -397,15 +388,17 @@ def _read_program(path: Path, metadata: dict[str, Any]) -> torch.export.Exported
     try:
         raw = path.read_bytes()
     except FileNotFoundError as err:
-        raise CheckpointError(f"Saved model file {str(path)!r} is missing. Re-save the model. Received: path={str(path)!r}") from err
-    _check_archive(raw, path)
+        raise _missing(path) from err
+    check_archive(raw, path)
     try:
         return torch.export.load(io.BytesIO(raw))  # the checked bytes, never the file again
     except Exception as err:  # every failure to read is the same problem for the caller
-        saved = metadata.get("versions", {}).get("torch") if isinstance(metadata.get("versions"), dict) else None
+        versions = metadata.get("versions")
+        saved = versions.get("torch") if isinstance(versions, dict) else None
         raise CheckpointError(
             f"Cannot load {str(path)!r}: torch.export could not read it (saved with torch {saved}, this is torch "
-            f"{torch.__version__}). Re-save the model with this torch. Received: {type(err).__name__}: {str(err)[:200]}"
+            f"{torch.__version__}). Re-save the model with this torch. "
+            f"Received: {type(err).__name__}: {str(err)[:200]}"
         ) from err
 
 
@@ -440,7 +433,8 @@ def _encode_spec(spec: InputSpec) -> dict[str, Any]:
 
 def _decode_spec(encoded: dict[str, Any]) -> InputSpec:
     if "shape" in encoded:
-        dtype = getattr(torch, encoded["dtype"], None)
+        name = str(encoded["dtype"])
+        dtype = getattr(torch, name, None) if re.fullmatch(r"[a-z][a-z0-9_]*", name) else None
         if not isinstance(dtype, torch.dtype):
             raise ValueError(f"unknown dtype {encoded['dtype']!r}")
         return TensorSpec(tuple(int(d) for d in encoded["shape"]), dtype)
@@ -461,19 +455,25 @@ def _numpy_to_tensor(value: np.ndarray) -> torch.Tensor:
 def _inputs_for(x: Any, spec: InputSpec) -> Any:
     """``x`` as tensors shaped like ``spec``, float inputs cast to the saved dtype."""
     if isinstance(spec, TensorSpec):
-        tensor = torch.from_numpy(np.ascontiguousarray(x)) if isinstance(x, np.ndarray) else x
-        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and spec.dtype.is_floating_point:
-            tensor = tensor.to(spec.dtype)
-        if not isinstance(tensor, torch.Tensor) or tuple(tensor.shape[1:]) != spec.shape or tensor.dtype != spec.dtype:
-            received = f"shape={tuple(tensor.shape)}, dtype={tensor.dtype}" if isinstance(tensor, torch.Tensor) else f"x of type {type(x).__name__}"
-            raise ValueError(f"Each input must be a batch of examples of shape {spec.shape} and dtype {spec.dtype}, "
-                             f"as when the model was saved. Received: {received}")
-        return tensor
+        return _input_tensor(x, spec)
     if isinstance(spec, dict) and isinstance(x, dict) and set(x) == set(spec):
         return {key: _inputs_for(x[key], value) for key, value in spec.items()}
     if isinstance(spec, (tuple, list)) and isinstance(x, (tuple, list)) and len(x) == len(spec):
         return type(spec)(_inputs_for(value, item) for value, item in zip(x, spec))
-    raise ValueError(f"x must have the structure the model was saved with: {spec}. Received: x of type {type(x).__name__}")
+    raise ValueError(f"x must have the structure the model was saved with: {spec}. "
+                     f"Received: x of type {type(x).__name__}")
+
+
+def _input_tensor(x: Any, spec: TensorSpec) -> torch.Tensor:
+    tensor = torch.from_numpy(np.ascontiguousarray(x)) if isinstance(x, np.ndarray) else x
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"Inputs must be numpy arrays or tensors. Received: x of type {type(x).__name__}")
+    if tensor.is_floating_point() and spec.dtype.is_floating_point:
+        tensor = tensor.to(spec.dtype)
+    if tuple(tensor.shape[1:]) != spec.shape or tensor.dtype != spec.dtype:
+        raise ValueError(f"Each input must be a batch of examples of shape {spec.shape} and dtype {spec.dtype}, "
+                         f"as when the model was saved. Received: shape={tuple(tensor.shape)}, dtype={tensor.dtype}")
+    return tensor
 
 
 def _concatenate(outputs: list[Any]) -> Any:
@@ -484,166 +484,3 @@ def _concatenate(outputs: list[Any]) -> Any:
     if isinstance(first, dict):
         return {key: _concatenate([output[key] for output in outputs]) for key in first}
     return type(first)(_concatenate([output[i] for output in outputs]) for i in range(len(first)))
-
-
-# ---- the model.pt2 check (see the module docstring) ---------------------------------
-_ENTRY = re.compile(
-    r"(?:archive_format|archive_version|byteorder|\.data/version|\.data/serialization_id|models/model\.json"
-    r"|data/sample_inputs/model\.pt|data/weights/model_weights_config\.json|data/weights/weight_\d+"
-    r"|data/constants/model_constants_config\.json|data/constants/tensor_\d+)"
-)
-_REQUIRED = ("models/model.json", "data/sample_inputs/model.pt", "data/weights/model_weights_config.json",
-             "data/constants/model_constants_config.json")
-_PLAIN = re.compile(r"[A-Za-z0-9_.]*")
-_VERSION = re.compile(r"[A-Za-z0-9_.+-]*")
-_ATEN_TARGET = re.compile(r"torch\.ops\.aten\.(?P<op>(?!__)[A-Za-z_]\w*)\.(?P<overload>(?!__)[A-Za-z_]\w*)")
-_IO_OPS = frozenset({"save", "from_file", "_print"})  # ATen operators that touch files or stdout
-_SYMBOLIC_TARGETS = frozenset(
-    [f"_operator.{name}" for name in ("add", "sub", "mul", "floordiv", "mod", "pow", "truediv", "neg", "pos",
-                                      "eq", "ne", "le", "ge", "lt", "gt", "and_", "or_")]
-    + ["math.trunc", "torch.sym_not", "torch.sym_int", "torch.sym_float", "torch.sym_ite", "torch.sym_max",
-       "torch.sym_min", "torch.sym_sqrt", "torch._sym_sqrt"]
-)
-_SYMBOL_CALL = re.compile(r"Symbol\('[a-z]{1,3}\d+'(?:, [a-z]+=(?:True|False))*\)")
-_EXPRESSION_TOKEN = re.compile(r"\s*(?:\d+(?:\.\d+)?|(?P<name>[A-Za-z_]\w*)|//|[-+*/%(),])")
-_EXPRESSION_NAMES = frozenset({
-    "FloorDiv", "ModularIndexing", "Where", "PythonMod", "Mod", "CleanDiv", "CeilToInt", "FloorToInt", "CeilDiv",
-    "LShift", "RShift", "PowByNatural", "FloatPow", "FloatTrueDiv", "IntTrueDiv", "IsNonOverlappingAndDenseIndicator",
-    "TruncToFloat", "TruncToInt", "RoundToInt", "RoundDecimal", "ToFloat", "Identity", "Max", "Min", "Eq", "Ne",
-    "Lt", "Le", "Gt", "Ge", "And", "Or", "Not", "True", "False", "oo",
-})
-_TREE_TYPES = (None, "builtins.tuple", "builtins.list", "builtins.dict")
-
-
-def _check_archive(raw: bytes, path: Path) -> None:
-    """Raises ``CheckpointError`` unless ``raw`` is a program ``torch.export.load`` can read without running code from it."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(raw)) as archive:
-            infos = archive.infolist()
-            root = infos[0].filename.split("/", 1)[0] if infos else ""
-            names = {info.filename.removeprefix(root + "/"): info for info in infos if info.filename.startswith(root + "/")}
-            problem = _entries_problem(names, len(infos))
-            if problem is None:
-                documents = [json.loads(archive.read(f"{root}/{name}")) for name in _REQUIRED if name.endswith(".json")]
-                problem = next(filter(None, (_strings_problem(document) for document in documents)), None)
-                problem = problem or _payloads_problem(documents[1]) or _payloads_problem(documents[2])
-    except (zipfile.BadZipFile, KeyError, ValueError, TypeError, RecursionError, OSError, EOFError) as err:
-        raise CheckpointError(f"Cannot load {str(path)!r}: it is truncated or corrupt. Re-save the model. "
-                              f"Received: {type(err).__name__}: {str(err)[:200]}") from err
-    if problem is not None:
-        raise CheckpointError(f"Refused to load {str(path)!r}: {problem}. It was not written by save_model; "
-                              f"load only models from sources you trust. Received: path={str(path)!r}")
-
-
-def _entries_problem(names: dict[str, zipfile.ZipInfo], num_entries: int) -> str | None:
-    if len(names) != num_entries:
-        return "its entries are not all in one folder, or some appear twice"
-    unexpected = sorted(name for name in names if not _ENTRY.fullmatch(name))
-    if unexpected:
-        return f"it holds unexpected entries {unexpected[:5]} (pickles, libraries or other data)"
-    missing = [name for name in _REQUIRED if name not in names]
-    if missing:
-        return f"it lacks the entries {missing}"
-    if names["data/sample_inputs/model.pt"].file_size != 0:
-        return "it holds pickled sample inputs, which would run code when loaded"
-    return None
-
-
-def _payloads_problem(config: Any) -> str | None:
-    """Weights and constants must be raw tensor bytes, never pickles."""
-    entries = config.get("config") if isinstance(config, dict) else None
-    if not isinstance(entries, dict):
-        return "a weights or constants config is malformed"
-    for name, meta in entries.items():
-        if not isinstance(meta, dict) or meta.get("use_pickle") is not False:
-            return f"{name!r} is stored as a pickle, which would run code when loaded"
-        if not re.fullmatch(r"(?:weight|tensor)_\d+", str(meta.get("path_name"))):
-            return f"{name!r} is stored as a {meta.get('path_name')!r} payload, not a plain tensor"
-    return None
-
-
-def _strings_problem(document: Any) -> str | None:
-    for key, text in _strings(document):
-        check = _STRING_CHECKS.get(key, _PLAIN.fullmatch)
-        if not check(text):
-            return f"it holds {key or 'the name'} {text[:80]!r}, which loading would run or paste into code"
-    return None
-
-
-def _strings(value: Any, key: str = "") -> Iterator[tuple[str, str]]:
-    """Every string in a parsed JSON document with the key it sits under; dict keys come as ``("", key)``."""
-    if isinstance(value, str):
-        yield key, value
-    elif isinstance(value, dict):
-        for name, item in value.items():
-            yield "", name
-            yield from _strings(item, name)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item, key)
-
-
-def _is_allowed_target(text: str) -> bool:
-    if text in _SYMBOLIC_TARGETS:
-        return True
-    match = _ATEN_TARGET.fullmatch(text)
-    if match is None or match["op"] in _IO_OPS:
-        return False
-    try:
-        overload = getattr(getattr(torch.ops.aten, match["op"]), match["overload"])
-    except (AttributeError, RuntimeError):
-        return False
-    return isinstance(overload, torch._ops.OpOverload)
-
-
-def _is_plain_expression(text: str) -> bool:
-    """Numbers, symbols and torch's sympy functions only: ``sympy.sympify`` ``eval``s this string."""
-    text = _SYMBOL_CALL.sub("s0", text)
-    if len(text) > 2000 or "**" in text:
-        return False
-    position = 0
-    while text[position:].strip():
-        token = _EXPRESSION_TOKEN.match(text, position)
-        if token is None:
-            return False
-        name = token["name"]
-        if name is not None and name not in _EXPRESSION_NAMES and not re.fullmatch(r"[a-z]{1,3}\d+", name):
-            return False
-        position = token.end()
-    return True
-
-
-def _is_plain_treespec(text: str) -> bool:
-    """Tuples, lists and dicts only: pytree would import any module an ``__enum__`` context names."""
-    try:
-        protocol, node = json.loads(text)
-    except (ValueError, TypeError):
-        return False
-    return isinstance(protocol, int) and _is_plain_tree_node(node)
-
-
-def _is_plain_tree_node(node: Any) -> bool:
-    if not isinstance(node, dict) or node.get("type") not in _TREE_TYPES or not isinstance(node.get("children_spec"), list):
-        return False
-    context = node.get("context")
-    if context is not None:
-        try:
-            keys = json.loads(context) if isinstance(context, str) else context
-        except ValueError:
-            return False
-        if keys is not None and not (isinstance(keys, list) and all(isinstance(k, (str, int)) for k in keys)):
-            return False
-    return all(_is_plain_tree_node(child) for child in node["children_spec"])
-
-
-_STRING_CHECKS: dict[str, Callable[[str], object]] = {
-    "target": _is_allowed_target,
-    "as_operator": _is_allowed_target,
-    "expr_str": _is_plain_expression,
-    "in_spec": _is_plain_treespec,
-    "out_spec": _is_plain_treespec,
-    "as_string": lambda text: True,  # operator arguments: generated code holds repr(text)
-    "as_strings": lambda text: True,
-    "torch_version": _VERSION.fullmatch,
-    "guards_code": lambda text: False,  # exec'd by ExportedProgram.module()
-}

@@ -55,7 +55,10 @@ def _scenario(log_dir: str) -> dict:
         ScriptedLogs("val_loss", VAL_LOSS),
         ModelCheckpoint(os.path.join(log_dir, "ckpt", "w.{epoch:02d}.safetensors"), save_best_only=True),
         early, ReduceLROnPlateau(factor=0.5, patience=1),
-        TensorBoard(os.path.join(log_dir, "tb"), update_freq=2), CSVLogger(os.path.join(log_dir, "log.csv")), rates,
+        TensorBoard(os.path.join(log_dir, "tb"), update_freq=2),
+        # append=True: a replica that wrote too would add its own rows (with "w" it would
+        # silently overwrite the chief's identical bytes, and no test could see it).
+        CSVLogger(os.path.join(log_dir, "log.csv"), append=True), rates,
     ]
     x, y = data()
     model = compiled_model()
@@ -130,7 +133,10 @@ def test_tensorboard_writes_one_event_file_per_folder_like_one_replica(runs: dic
 
 
 def test_csv_has_each_epoch_once_like_one_replica(runs: dict) -> None:
-    rows = {run: list(csv.DictReader((Path(runs["root"]) / run / "log.csv").open(newline=""))) for run in ("one", "two")}
+    paths = {run: Path(runs["root"]) / run / "log.csv" for run in ("one", "two")}
+    # One header and one row per epoch: a second writer would have appended its own.
+    assert len(paths["two"].read_text().splitlines()) == 1 + EXPECTED_STOPPED_EPOCH + 1
+    rows = {run: list(csv.DictReader(path.open(newline=""))) for run, path in paths.items()}
     assert [row["epoch"] for row in rows["two"]] == [str(epoch) for epoch in range(EXPECTED_STOPPED_EPOCH + 1)]
     for one, two in zip(rows["one"], rows["two"]):
         assert one.keys() == two.keys()

@@ -28,6 +28,8 @@ class KillAt(Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         self.count += 1
+        if os.environ.get("STRATAGEM_SOAK_STEPS") and strategy.is_chief:
+            print(f"STEP {batch}", flush=True)  # the soak counts steps run, repeats included
         first_start = os.environ.get("STRATAGEM_RESTART_COUNT", "0") == "0"
         if first_start and self.count == kill_step and strategy.replica_id_in_sync_group == kill_rank:
             os.kill(os.getpid(), signal.SIGKILL)

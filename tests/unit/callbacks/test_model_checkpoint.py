@@ -92,8 +92,8 @@ def test_full_model_mode_writes_weights_that_load_back(tmp_path: Path) -> None:
 
 
 def test_verbose_prints_keras_messages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _fit([ScriptedLogs("val_loss", VAL_LOSS), ModelCheckpoint(str(tmp_path / "w.pt"), save_best_only=True, verbose=1)],
-         epochs=3)
+    checkpoint = ModelCheckpoint(str(tmp_path / "w.pt"), save_best_only=True, verbose=1)
+    _fit([ScriptedLogs("val_loss", VAL_LOSS), checkpoint], epochs=3)
     out = capsys.readouterr().out
     assert "Epoch 2: val_loss improved from 1.00000 to 0.50000, saving model to" in out
     assert "Epoch 3: val_loss did not improve from 0.50000" in out

@@ -100,5 +100,11 @@ def test_invalid_frequencies_raise_value_error(kwargs: dict) -> None:
 
 def test_epoch_update_freq_needs_no_batch_logs(tmp_path: Path) -> None:
     # Batch logs cost an all-reduce every step; per-epoch logging must not ask for them.
-    assert not CallbackList([TensorBoard(str(tmp_path))], model=None, params={}).wants("on_train_batch_end")
-    assert CallbackList([TensorBoard(str(tmp_path), update_freq=3)], model=None, params={}).wants("on_train_batch_end")
+    per_epoch, per_batch = TensorBoard(str(tmp_path)), TensorBoard(str(tmp_path), update_freq=3)
+    assert not CallbackList([per_epoch], model=None, params={}).wants("on_train_batch_end")
+    assert CallbackList([per_batch], model=None, params={}).wants("on_train_batch_end")
+
+
+def test_write_graph_warns_that_no_graph_is_written(tmp_path: Path) -> None:
+    with pytest.warns(UserWarning, match=r"write_graph=True\) is not supported"):
+        _fit(TensorBoard(log_dir=str(tmp_path), write_graph=True))

@@ -73,13 +73,31 @@ def _trained(kind: str) -> tuple[stratagem.Model, np.ndarray]:
     return model, x
 
 
-@pytest.fixture(scope="module")
-def saved_mlp(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray, np.ndarray]:
-    """One saved MLP for the tests that only read or damage a copy: (folder, x, predictions)."""
-    model, x = _trained("mlp")
-    folder = tmp_path_factory.mktemp("saved") / "mlp"
+def _saved(kind: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray, stratagem.Model]:
+    model, x = _trained(kind)
+    folder = tmp_path_factory.mktemp("saved") / kind
     model.save(str(folder))
-    return folder, x, model.predict(x, verbose=0)
+    return folder, x, model
+
+
+# Trained and saved once per module (training dominates the run time); tests only read
+# them, or damage a copy of the folder.
+@pytest.fixture(scope="module")
+def saved_mlp(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray, stratagem.Model]:
+    return _saved("mlp", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def saved_cnn(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray, stratagem.Model]:
+    return _saved("cnn", tmp_path_factory)
+
+
+def _called_mlp() -> stratagem.Model:
+    """An untrained MLP that has seen one batch, so it knows its input shapes."""
+    torch.manual_seed(0)
+    model = stratagem.Model(_mlp())
+    model(torch.zeros(2, 6))
+    return model
 
 
 def _copy_of(saved: Path, tmp_path: Path) -> Path:
@@ -91,16 +109,16 @@ def _copy_of(saved: Path, tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("kind", ["mlp", "cnn"])
-def test_loaded_model_predicts_exactly_like_the_original(tmp_path: Path, kind: str) -> None:
-    model, x = _trained(kind)
-    model.save(str(tmp_path / "saved"))
-    loaded = load_model(tmp_path / "saved")
-    for batch_size in (None, 7, 1):  # 50 examples: 32 + 18, 7 * 7 + 1, and single rows
+def test_loaded_model_predicts_exactly_like_the_original(request: pytest.FixtureRequest, kind: str) -> None:
+    folder, x, model = request.getfixturevalue(f"saved_{kind}")
+    loaded = load_model(folder)
+    for batch_size in (None, 7):  # 50 examples: batches of 32 + 18, and 7 * 7 + 1
         expected = model.predict(x, batch_size=batch_size, verbose=0)
         np.testing.assert_array_equal(loaded.predict(x, batch_size=batch_size), expected)
     model.module.eval()
     with torch.no_grad():
-        np.testing.assert_array_equal(loaded(torch.from_numpy(x[:5])).numpy(), model(torch.from_numpy(x[:5])).numpy())
+        batch = torch.from_numpy(x[:5])
+        np.testing.assert_array_equal(loaded(batch).numpy(), model(batch).numpy())
 
 
 def test_dict_input_and_tuple_output_round_trip(tmp_path: Path) -> None:
@@ -111,7 +129,8 @@ def test_dict_input_and_tuple_output_round_trip(tmp_path: Path) -> None:
     expected = model.predict(x, batch_size=4, verbose=0)
     model.save(str(tmp_path / "saved"))
     loaded = load_model(tmp_path / "saved")
-    assert loaded.input_spec == {"a": saving.TensorSpec((5,), torch.float32), "b": saving.TensorSpec((2,), torch.float32)}
+    spec = saving.TensorSpec
+    assert loaded.input_spec == {"a": spec((5,), torch.float32), "b": spec((2,), torch.float32)}
     got = loaded.predict(x, batch_size=4)
     assert isinstance(got, tuple) and len(got) == 2
     for a, b in zip(got, expected):
@@ -152,7 +171,7 @@ def test_weights_come_from_the_weights_file(saved_mlp: tuple, tmp_path: Path) ->
 
 def test_save_without_input_shapes_raises_value_error(tmp_path: Path) -> None:
     model = stratagem.Model(_mlp())
-    with pytest.raises(ValueError, match="call the model on data first.*input_example.*Received:"):
+    with pytest.raises(ValueError, match="Call the model on data first.*input_example.*Received:"):
         model.save(str(tmp_path / "saved"))
     with pytest.raises(ValueError, match="input_example"):
         model.save(str(tmp_path / "saved"), input_example=["not", "tensors"])
@@ -174,7 +193,7 @@ def test_input_example_or_a_call_gives_the_input_shapes(tmp_path: Path) -> None:
 def test_save_replaces_an_earlier_save(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, atomic_exchange: bool) -> None:
     if not atomic_exchange:  # platforms without renameat2 take the two-rename path
         monkeypatch.setattr(saving, "_exchange", lambda a, b: False)
-    model, x = _trained("mlp")
+    model, x = _called_mlp(), _data("mlp")[0]
     model.save(str(tmp_path / "saved"))
     with torch.no_grad():
         for parameter in model.module.parameters():
@@ -187,7 +206,7 @@ def test_save_replaces_an_earlier_save(tmp_path: Path, monkeypatch: pytest.Monke
 def test_save_refuses_to_replace_a_folder_it_did_not_write(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "precious.txt").write_text("keep me")
-    model, _ = _trained("mlp")
+    model = _called_mlp()
     with pytest.raises(ValueError, match="not a model saved by save_model.*Received: filepath="):
         model.save(str(tmp_path / "data"))
     assert (tmp_path / "data" / "precious.txt").read_text() == "keep me"
@@ -195,10 +214,10 @@ def test_save_refuses_to_replace_a_folder_it_did_not_write(tmp_path: Path) -> No
 
 def test_failure_before_rename_keeps_the_earlier_save(saved_mlp: tuple, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    folder, x, expected = saved_mlp
+    folder, x, trained = saved_mlp
+    expected = trained.predict(x, verbose=0)
     copy = _copy_of(folder, tmp_path)
-    model = stratagem.Model(_mlp())
-    model(torch.zeros(2, 6))
+    model = _called_mlp()
 
     def crash(tmp: str) -> None:
         raise KeyboardInterrupt("interrupted before the rename")
@@ -211,7 +230,7 @@ def test_failure_before_rename_keeps_the_earlier_save(saved_mlp: tuple, tmp_path
 
 
 def test_only_the_chief_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    model, _ = _trained("mlp")
+    model = _called_mlp()
     monkeypatch.setattr(type(model.distribute_strategy), "is_chief", property(lambda self: False))
     model.save(str(tmp_path / "saved"))
     assert not any(tmp_path.iterdir())
@@ -317,7 +336,8 @@ def _craft(kind: str, program_path: Path, marker: Path) -> None:
     elif kind == "any callable as target":
         _rewrite_archive(program_path, _edit_program(lambda p: nodes(p)[0].update(target="torch.os.system")))
     elif kind == "file-writing aten op":
-        _rewrite_archive(program_path, _edit_program(lambda p: nodes(p)[0].update(target="torch.ops.aten.save.default")))
+        save_op = "torch.ops.aten.save.default"
+        _rewrite_archive(program_path, _edit_program(lambda p: nodes(p)[0].update(target=save_op)))
     elif kind == "code in a shape expression":
         evil = f"__import__('os').system('{shell}')"
         _rewrite_archive(program_path, lambda n, d: re.sub(rb"Symbol\('s\d+'[^)]*\)", evil.encode(), d)
@@ -326,9 +346,10 @@ def _craft(kind: str, program_path: Path, marker: Path) -> None:
         evil = f'0"),getattr(__import__("os"),"system")("{shell}"),getattr(self,"0'
         _rewrite_archive(program_path, lambda n, d: d.replace(b'"0.weight"', json.dumps(evil + ".weight").encode()))
     elif kind == "guards code":
-        _rewrite_archive(program_path, _edit_program(lambda p: p.update(guards_code=[f"__import__('os').system('{shell}')"])))
+        guard = f"__import__('os').system('{shell}')"
+        _rewrite_archive(program_path, _edit_program(lambda p: p.update(guards_code=[guard])))
     elif kind == "module import in a pytree spec":
-        context = json.dumps([{"__enum__": True, "fqn": "antigravity:Enum", "name": "x"}])
+        context = json.dumps([{"__enum__": True, "fqn": "os:environ", "name": "HOME"}])  # imports os, reads env
         spec = json.dumps([1, {"type": "builtins.dict", "context": context, "children_spec": []}])
         _rewrite_archive(program_path, _edit_program(
             lambda p: p["graph_module"]["module_call_graph"][0]["signature"].update(in_spec=spec)))
@@ -371,24 +392,26 @@ _FRESH_PROCESS = textwrap.dedent("""
     with torch.no_grad():
         model.module[0].weight.fill_(5.0)
     checkpoint_io._BEFORE_RENAME_HOOK.append(lambda tmp: os.kill(os.getpid(), signal.SIGKILL))
-    model.save(crash_path)
+    model.save(crash_path, input_example=np.zeros((2, 6), np.float32))
     print("the second save was renamed into place")
 """)
 
 
-def test_fresh_process_loads_without_the_class_and_survives_a_crash_while_saving(tmp_path: Path) -> None:
-    model, x = _trained("cnn")
-    model.save(str(tmp_path / "cnn"))
+def test_fresh_process_loads_without_the_class_and_survives_a_crash_while_saving(saved_cnn: tuple,
+                                                                                 tmp_path: Path) -> None:
+    folder, x, model = saved_cnn
     np.save(tmp_path / "x.npy", x)
     env = {**os.environ, "PYTHONPATH": str(_REPO_ROOT)}
-    args = [str(tmp_path / name) for name in ("cnn", "x.npy", "out.npy", "crashed")]
+    args = [str(folder), *(str(tmp_path / name) for name in ("x.npy", "out.npy", "crashed"))]
     proc = subprocess.run([sys.executable, "-c", _FRESH_PROCESS, *args], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=90)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
     np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), model.predict(x, batch_size=7, verbose=0))
     # The first save survives whole; the second only ever lived in the temporary folder.
     survivor = load_model(tmp_path / "crashed")
-    reference = torch.manual_seed(0) and nn.Linear(6, 3)
+    torch.manual_seed(0)
+    reference = nn.Linear(6, 3)
+    rows = np.ascontiguousarray(x[:, 0, 0, :6])
     with torch.no_grad():
-        np.testing.assert_array_equal(survivor.predict(x[:, 0, 0, :6]), reference(torch.from_numpy(x[:, 0, 0, :6])).numpy())
+        np.testing.assert_array_equal(survivor.predict(rows), reference(torch.from_numpy(rows)).numpy())
     assert any(p.name.startswith("crashed.tmp-") for p in tmp_path.iterdir())
