@@ -2,7 +2,8 @@
 
 Each run starts `stratagem run -n 2 --max-restarts 3` on
 tests/e2e/scripts/train_with_backup.py (BackupAndRestore every 2 batches),
-waits a random 1-6 s, SIGKILLs one of the two workers chosen at random, and
+waits until both workers run, then a random 0.5-5 s, SIGKILLs one of the two
+workers chosen at random (the job may be starting, training or finishing), and
 lets the launcher restart the group. Reported per run and in total: whether
 the job finished, how many training steps ran twice (work lost between the
 last backup and the kill), and the largest difference between its final
@@ -57,7 +58,10 @@ def worker_pids(supervisor_pid: int) -> list[int]:
 
 def one_run(tmp: Path, index: int, reference: dict, rng: random.Random) -> dict:
     job = start_job(tmp, f"run{index}")
-    delay = rng.uniform(1.0, 6.0)
+    deadline = time.monotonic() + 60
+    while len(pids := worker_pids(job.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    delay = rng.uniform(0.5, 5.0)  # after both workers exist: start-up, training or shutdown
     time.sleep(delay)
     pids = worker_pids(job.pid)
     killed = None
@@ -68,6 +72,8 @@ def one_run(tmp: Path, index: int, reference: dict, rng: random.Random) -> dict:
     result = {"run": index, "delay_s": round(delay, 2), "killed_worker": killed, "exit_code": job.returncode,
               "steps_run": out.count("STEP "), "restarts": err.count("restarting all workers")}
     result["steps_repeated"] = max(0, result["steps_run"] - TOTAL_STEPS)
+    if result["restarts"] != (killed is not None):  # a restart we did not cause, or a kill that caused none
+        result["stderr_tail"] = err[-2000:]
     weights = tmp / f"run{index}.safetensors"
     result["max_weight_diff"] = max(float((load_state(weights)[k] - v).abs().max()) for k, v in reference.items()) \
         if job.returncode == 0 and weights.exists() else None

@@ -90,5 +90,13 @@ class CollectiveStrategy(Strategy):
     @override
     def _teardown(self) -> None:
         if self._owns_group:
+            # Rank 0 serves the rendezvous store: leaving before the others are done
+            # could fail their own exit, so a clean exit waits for everyone. Not after
+            # a crash: the peers may be inside a collective that never matches a barrier.
+            if not error_file.crashed():
+                try:
+                    dist.barrier()
+                except Exception:  # a peer is already gone: nothing left to wait for
+                    pass
             collectives.destroy_process_group()
             self._owns_group = False

@@ -20,14 +20,27 @@ from typing import Any
 ERROR_FILE_ENV = "STRATAGEM_ERROR_FILE"
 
 
+_crashed = False
+
+
+def crashed() -> bool:
+    """True once an uncaught exception has reached the excepthook in this process."""
+    return _crashed
+
+
 def install_excepthook() -> None:
-    """In a launched worker, record the next uncaught exception (then defer to the previous hook)."""
-    path = os.environ.get(ERROR_FILE_ENV)
-    if not path or getattr(sys.excepthook, "_stratagem", False):
+    """Note the next uncaught exception (and, in a launched worker, record it to its error file)."""
+    if getattr(sys.excepthook, "_stratagem", False):
         return
     previous = sys.excepthook
 
     def hook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+        global _crashed
+        _crashed = True
+        path = os.environ.get(ERROR_FILE_ENV)
+        if not path:
+            previous(kind, value, tb)
+            return
         try:
             record = {"time": time.time(), "type": kind.__name__, "message": str(value),
                       "traceback": "".join(traceback.format_exception(kind, value, tb))[-4000:]}
