@@ -46,6 +46,8 @@ def fit(model: Any, train: Adapter, *, epochs: int, initial_epoch: int, steps_pe
             # is identical on every replica, never by the chief alone.
             batch_logs = model.get_metrics_result() if callbacks.wants("on_train_batch_end") else None
             callbacks.call("on_train_batch_end", step, batch_logs)
+            if batch_logs is not None:  # a batch hook may stop training: every replica must agree
+                _agree_on_stop(model)
             if model.stop_training:
                 break
         position.epoch, position.step = epoch + 1, 0
@@ -57,10 +59,24 @@ def fit(model: Any, train: Adapter, *, epochs: int, initial_epoch: int, steps_pe
             val_logs = evaluate(model, validation, steps=validation_steps, callbacks=None)
             logs.update({f"val_{key}": value for key, value in val_logs.items()})
         callbacks.call("on_epoch_end", epoch, logs)
+        _agree_on_stop(model)
         if model.stop_training:
             break
     callbacks.call("on_train_end", logs)
     return history
+
+
+def _agree_on_stop(model: Any) -> None:
+    """Stops every replica if any callback on any replica asked to stop (one tiny all-reduce).
+
+    Built-in callbacks decide from logs that are already global, so they agree
+    anyway; a user callback deciding from local state would otherwise leave the
+    other replicas waiting in the next step's all-reduce.
+    """
+    strategy = model.distribute_strategy
+    if strategy.num_replicas_in_sync > 1:
+        flag = torch.tensor(1.0 if model.stop_training else 0.0, device=strategy.device)
+        model.stop_training = bool(strategy.reduce("max", flag, axis=None).item())
 
 
 def evaluate(model: Any, data: Adapter, *, steps: int | None, callbacks: CallbackList | None) -> dict[str, float]:

@@ -105,3 +105,22 @@ def test_reduce_and_gather_give_global_values_on_every_rank(results: list[dict])
         assert p["gather"] == [0.0, 1.0, 2.0, 10.0, 11.0]
         assert p["is_chief"] == (rank == 0)
         assert p["per_replica_batch"] == GLOBAL_BATCH // 2
+
+
+def _worker_local_stop(rank: int, world_size: int) -> int:
+    class StopOnRankOne(stratagem.callbacks.Callback):
+        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            if rank == 1 and epoch == 1:  # a decision from local state, on one replica only
+                self.model.stop_training = True
+
+    strategy = stratagem.distribute.MirroredStrategy(num_replicas=world_size)
+    with strategy.scope():
+        model = stratagem.Model(small_cnn())
+        model.compile(optimizer="sgd", loss=stratagem.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x, y = classification_data(32)
+    history = model.fit(x, y, batch_size=8, epochs=5, verbose=0, callbacks=[StopOnRankOne()])
+    return len(history.epoch)
+
+
+def test_stop_requested_on_one_replica_stops_all_without_hanging() -> None:
+    assert run_workers(_worker_local_stop, world_size=2, timeout_s=60) == [2, 2]
