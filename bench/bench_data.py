@@ -333,7 +333,7 @@ def plot(configs: dict[str, dict[str, Any]], path: Path) -> None:
     ratio_configs = {key: config for key, config in configs.items() if config["kind"] == "ratio"}
     wait_configs = {key: config for key, config in configs.items() if config["kind"] == "wait"}
     figure, (ratio_axes, speed_axes, wait_axes) = plt.subplots(
-        1, 3, figsize=(17, 5.5), gridspec_kw={"width_ratios": [1, 2.2, 1]})
+        1, 3, figsize=(18, 5.5), gridspec_kw={"width_ratios": [1, 2.2, 1.2]})
     _plot_ratios(ratio_axes, ratio_configs)
     _plot_speeds(speed_axes, ratio_configs)
     _plot_waits(wait_axes, wait_configs)
@@ -382,15 +382,15 @@ def _plot_waits(axes: Any, configs: dict[str, dict[str, Any]]) -> None:
     for config in configs.values():
         bars.append((config["label"], config["input_wait_fraction"], "tab:green" if config["passed"] else "tab:red"))
         bars += [(f"{info['label']} (info)", info["input_wait_fraction"], "tab:gray") for info in config["info"].values()]
-    positions = np.arange(len(bars))
-    axes.bar(positions, [value for _, value, _ in bars], width=0.6, color=[color for _, _, color in bars])
+    positions = np.arange(len(bars))[::-1]
+    axes.barh(positions, [value for _, value, _ in bars], height=0.6, color=[color for _, _, color in bars])
     for position, (_, value, _) in zip(positions, bars):
-        axes.annotate(f"{value:.4f}", (position, value), ha="center", va="bottom")
+        axes.annotate(f" {value:.4f}", (value, position), va="center", fontsize=8)
     goal = next(iter(configs.values()))["goal"]
-    axes.axhline(goal, color="black", linestyle="--")
-    axes.set_xticks(positions, [label.replace(", ", "\n") for label, _, _ in bars], fontsize=8)
-    axes.set_ylabel("model.input_wait_fraction")
-    axes.set_ylim(0, max(goal * 1.5, max(value for _, value, _ in bars) * 1.2))
+    axes.axvline(goal, color="black", linestyle="--")
+    axes.set_yticks(positions, [label.replace(", ", "\n", 1) for label, _, _ in bars], fontsize=8)
+    axes.set_xlabel("model.input_wait_fraction")
+    axes.set_xlim(0, max(goal * 1.5, max(value for _, value, _ in bars) * 1.25))
     axes.set_title("Input wait in fit (dashed: goal)")
 
 

@@ -7,6 +7,7 @@ is what keeps N replicas equal to one.
 
 from __future__ import annotations
 
+import abc
 import warnings
 from collections.abc import Callable
 
@@ -21,7 +22,7 @@ __all__ = [
 _EPSILON = 1e-7
 
 
-class Loss:
+class Loss(abc.ABC):
     """Base class: ``__call__(y_true, y_pred)`` returns per-example losses, shape ``(batch,)``."""
 
     name = "loss"
@@ -31,8 +32,9 @@ class Loss:
         # flatten(1), not reshape(n, -1): a replica's share of a short last batch can be empty.
         return values.flatten(1).mean(dim=1) if values.ndim > 1 else values
 
+    @abc.abstractmethod
     def call(self, y_true: torch.Tensor, y_pred: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError(f"{type(self).__name__} must implement call(y_true, y_pred)")
+        """Loss of each example (extra axes are averaged by ``__call__``)."""
 
 
 class _ProbabilityCheck:

@@ -36,7 +36,8 @@ class Metric:
         return [self.total, self.count]
 
     def update_state(self, y_true: torch.Tensor, y_pred: torch.Tensor, sample_weight: torch.Tensor | None = None) -> None:
-        raise NotImplementedError(f"{type(self).__name__} must implement update_state")
+        """Adds a batch: subclasses compute per-example values and pass them to ``_add``."""
+        raise TypeError(f"{type(self).__name__} does not define update_state; subclass Metric and implement it")
 
     def _add(self, values: torch.Tensor, sample_weight: torch.Tensor | None) -> None:
         values = values.detach().flatten(1).mean(dim=1) if values.ndim > 1 else values.detach()

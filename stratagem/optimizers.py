@@ -10,6 +10,7 @@ Optimizers take no distribution arguments.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,7 +19,7 @@ import torch
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "get"]
 
 
-class Optimizer:
+class Optimizer(abc.ABC):
     """Keras-style optimizer: arguments now, a ``torch.optim.Optimizer`` after ``build``.
 
     ``learning_rate`` can be read and set at any time, as Keras callbacks do.
@@ -49,8 +50,9 @@ class Optimizer:
         self.torch_optimizer = self._make(list(params), device)
         return self.torch_optimizer
 
+    @abc.abstractmethod
     def _make(self, params: list[torch.nn.Parameter], device: torch.device) -> torch.optim.Optimizer:
-        raise NotImplementedError(f"{type(self).__name__} must implement _make")
+        """Builds the torch optimizer."""
 
     def zero_grad(self) -> None:
         self._built().zero_grad(set_to_none=True)
@@ -144,6 +146,10 @@ class Adagrad(Optimizer):
 
 class TorchOptimizer(Optimizer):
     """Adapts an already-built ``torch.optim.Optimizer`` passed to ``compile``."""
+
+    def _make(self, params: list[torch.nn.Parameter], device: torch.device) -> torch.optim.Optimizer:
+        assert self.torch_optimizer is not None  # built at construction
+        return self.torch_optimizer
 
     def __init__(self, optimizer: torch.optim.Optimizer) -> None:
         super().__init__(optimizer.param_groups[0]["lr"])

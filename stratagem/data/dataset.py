@@ -55,7 +55,7 @@ class Dataset(abc.ABC):
 
     def _make_iterator(self, ctx: IterContext) -> DatasetIterator:
         if self._length() is None:
-            raise NotImplementedError(f"{type(self).__name__} must implement _make_iterator")
+            raise TypeError(f"{type(self).__name__} is neither random-access nor streaming: implement _make_iterator")
         return IndexIterator(self, ctx)
 
     def _reads_files(self) -> bool:

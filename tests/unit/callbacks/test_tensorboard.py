@@ -106,5 +106,6 @@ def test_epoch_update_freq_needs_no_batch_logs(tmp_path: Path) -> None:
 
 
 def test_write_graph_warns_that_no_graph_is_written(tmp_path: Path) -> None:
-    with pytest.warns(UserWarning, match=r"write_graph=True\) is not supported"):
+    with pytest.warns(UserWarning, match=r"write_graph=True\) is not supported") as record:
         _fit(TensorBoard(log_dir=str(tmp_path), write_graph=True))
+    assert len(record) >= 1

@@ -10,19 +10,9 @@ import torch
 
 from stratagem.data import Dataset
 from stratagem.testing.data import assert_checkpoint_roundtrip
+from tests.unit.data._helpers import as_python, python_values
 
 
-def _py(element: Any) -> Any:
-    if isinstance(element, dict):
-        return {key: _py(value) for key, value in element.items()}
-    if isinstance(element, (tuple, list)):
-        return tuple(_py(value) for value in element)
-    value = element.tolist() if isinstance(element, torch.Tensor) else np.asarray(element).tolist()
-    return _py(value) if isinstance(value, list) else value
-
-
-def _elements(ds: Dataset) -> list[Any]:
-    return [_py(element) for element in ds]
 
 
 def _gen(elements: list[Any]) -> Dataset:
@@ -39,12 +29,12 @@ def _ragged() -> Dataset:
     ("drop_remainder", "expected"),
     [(False, [(0, 1, 2), (3, 4, 5), (6, 7)]), (True, [(0, 1, 2), (3, 4, 5)])],
 )
-def test_batch_stacks_consecutive_elements(drop_remainder: bool, expected: list[Any]) -> None:
+def test_batch_stacks_consecutiveelements(drop_remainder: bool, expected: list[Any]) -> None:
     ds = Dataset.range(8).batch(3, drop_remainder=drop_remainder)
-    assert _elements(ds) == expected
+    assert python_values(ds) == expected
     assert ds.cardinality() == len(expected)
     streaming = _gen(list(range(8))).batch(3, drop_remainder=drop_remainder)
-    assert _elements(streaming) == expected
+    assert python_values(streaming) == expected
     assert_checkpoint_roundtrip(ds)
     assert_checkpoint_roundtrip(streaming)
 
@@ -53,7 +43,7 @@ def test_batch_keeps_tuple_and_dict_structure() -> None:
     ds = Dataset.from_tensor_slices({"x": np.arange(4), "y": (np.arange(4) * 2, np.ones((4, 2)))}).batch(2)
     first = next(iter(ds))
     assert set(first) == {"x", "y"} and isinstance(first["y"], tuple)
-    assert _py(first) == {"x": (0, 1), "y": ((0, 2), ((1.0, 1.0), (1.0, 1.0)))}
+    assert as_python(first) == {"x": (0, 1), "y": ((0, 2), ((1.0, 1.0), (1.0, 1.0)))}
 
 
 def test_batch_of_torch_elements_is_a_torch_tensor() -> None:
@@ -66,7 +56,7 @@ def test_batch_of_torch_elements_is_a_torch_tensor() -> None:
 def test_batch_over_infinite_input_is_infinite() -> None:
     ds = Dataset.range(3).repeat().batch(2)
     assert ds.cardinality() == -1
-    assert _elements(ds.take(3)) == [(0, 1), (2, 0), (1, 2)]
+    assert python_values(ds.take(3)) == [(0, 1), (2, 0), (1, 2)]
 
 
 def test_batch_of_different_shapes_raises_value_error_naming_both() -> None:
@@ -87,24 +77,24 @@ def test_batch_invalid_size_raises_value_error(batch_size: Any) -> None:
 # ---- padded_batch ----------------------------------------------------------------------------
 def test_padded_batch_pads_to_longest_in_batch() -> None:
     ds = _ragged().padded_batch(2)
-    assert _elements(ds) == [((1, 0), (2, 2)), ((3, 3, 3, 0), (4, 4, 4, 4))]
+    assert python_values(ds) == [((1, 0), (2, 2)), ((3, 3, 3, 0), (4, 4, 4, 4))]
     assert ds.cardinality() == 2
     assert_checkpoint_roundtrip(ds)
 
 
 def test_padded_batch_pads_to_fixed_shape_with_value() -> None:
-    assert _elements(_ragged().padded_batch(2, padded_shapes=5)) == [
+    assert python_values(_ragged().padded_batch(2, padded_shapes=5)) == [
         ((1, 0, 0, 0, 0), (2, 2, 0, 0, 0)), ((3, 3, 3, 0, 0), (4, 4, 4, 4, 0))]
-    assert _elements(_ragged().padded_batch(2, padded_shapes=[5], padding_values=-1)) == [
+    assert python_values(_ragged().padded_batch(2, padded_shapes=[5], padding_values=-1)) == [
         ((1, -1, -1, -1, -1), (2, 2, -1, -1, -1)), ((3, 3, 3, -1, -1), (4, 4, 4, 4, -1))]
 
 
 def test_padded_batch_tuple_components_take_own_padding_values() -> None:
     elements = [([1, 2, 3], [10]), ([4, 5], [11, 12])]
     ds = _gen(elements).padded_batch(2, padding_values=(-1, 100))
-    assert _elements(ds) == [(((1, 2, 3), (4, 5, -1)), ((10, 100), (11, 12)))]
+    assert python_values(ds) == [(((1, 2, 3), (4, 5, -1)), ((10, 100), (11, 12)))]
     broadcast = _gen(elements).padded_batch(2, padding_values=-1)
-    assert _elements(broadcast) == [(((1, 2, 3), (4, 5, -1)), ((10, -1), (11, 12)))]
+    assert python_values(broadcast) == [(((1, 2, 3), (4, 5, -1)), ((10, -1), (11, 12)))]
     assert_checkpoint_roundtrip(ds)
 
 
@@ -121,7 +111,7 @@ def test_padded_batch_mixes_fixed_and_unknown_dimensions() -> None:
 def test_padded_batch_of_dicts_pads_each_key() -> None:
     elements = [{"ids": [1], "label": 0}, {"ids": [2, 3], "label": 1}]
     ds = _gen(elements).padded_batch(2, padded_shapes={"ids": [3], "label": []})
-    assert _elements(ds) == [{"ids": ((1, 0, 0), (2, 3, 0)), "label": (0, 1)}]
+    assert python_values(ds) == [{"ids": ((1, 0, 0), (2, 3, 0)), "label": (0, 1)}]
 
 
 def test_padded_batch_pads_strings_with_empty_and_torch_with_zero() -> None:
@@ -133,10 +123,10 @@ def test_padded_batch_pads_strings_with_empty_and_torch_with_zero() -> None:
 
 def test_padded_batch_drop_remainder_drops_short_batch() -> None:
     ds = _ragged().padded_batch(3, drop_remainder=True)
-    assert _elements(ds) == [((1, 0, 0), (2, 2, 0), (3, 3, 3))]
+    assert python_values(ds) == [((1, 0, 0), (2, 2, 0), (3, 3, 3))]
     assert ds.cardinality() == 1
     streaming = _gen([[1], [2, 2], [3]]).padded_batch(2, drop_remainder=True)
-    assert _elements(streaming) == [((1, 0), (2, 2))]
+    assert python_values(streaming) == [((1, 0), (2, 2))]
     assert_checkpoint_roundtrip(streaming)
 
 
@@ -166,15 +156,15 @@ def test_padded_batch_invalid_size_raises_value_error() -> None:
 # ---- unbatch ----------------------------------------------------------------------------------
 def test_unbatch_splits_ragged_elements_into_rows() -> None:
     ds = _gen([np.array([1, 2, 3]), np.array([1, 2]), np.array([], dtype=np.int64), np.array([1, 2, 3, 4])]).unbatch()
-    assert _elements(ds) == [1, 2, 3, 1, 2, 1, 2, 3, 4]
+    assert python_values(ds) == [1, 2, 3, 1, 2, 1, 2, 3, 4]
     assert ds.cardinality() == -2
     assert_checkpoint_roundtrip(ds)
 
 
-def test_unbatch_inverts_batch_for_structured_elements() -> None:
+def test_unbatch_inverts_batch_for_structuredelements() -> None:
     source = Dataset.from_tensor_slices((np.arange(7), {"y": np.arange(7) * 10}))
     ds = source.batch(3).unbatch()
-    assert _elements(ds) == _elements(source)
+    assert python_values(ds) == python_values(source)
     assert_checkpoint_roundtrip(ds)
 
 

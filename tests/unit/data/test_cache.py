@@ -13,19 +13,9 @@ import torch
 
 from stratagem.data import Dataset
 from stratagem.testing.data import assert_checkpoint_roundtrip
+from tests.unit.data._helpers import as_python, python_values
 
 
-def _py(element: Any) -> Any:
-    if isinstance(element, dict):
-        return {key: _py(value) for key, value in element.items()}
-    if isinstance(element, (tuple, list)):
-        return tuple(_py(value) for value in element)
-    value = element.tolist() if isinstance(element, torch.Tensor) else np.asarray(element).tolist()
-    return _py(value) if isinstance(value, list) else value
-
-
-def _elements(iterable: Any) -> list[Any]:
-    return [_py(element) for element in iterable]
 
 
 class _Counted:
@@ -60,7 +50,7 @@ def filename(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def test_cache_runs_parent_once_over_epochs(filename: str, kind: str) -> None:
     source = _Counted(5)
     ds = getattr(source, kind)().cache(filename)
-    assert _elements(ds) == _elements(ds) == _elements(ds) == [0, 1, 2, 3, 4]
+    assert python_values(ds) == python_values(ds) == python_values(ds) == [0, 1, 2, 3, 4]
     assert source.produced == 5
 
 
@@ -77,24 +67,24 @@ def test_partial_first_pass_records_nothing(filename: str) -> None:
     iterator.close()
     if filename:
         assert not os.path.exists(filename + ".index.json")
-    assert _elements(ds) == [0, 1, 2, 3]  # a fresh full pass that records
-    assert _elements(ds) == [0, 1, 2, 3]
+    assert python_values(ds) == [0, 1, 2, 3]  # a fresh full pass that records
+    assert python_values(ds) == [0, 1, 2, 3]
     assert source.calls == 2
 
 
 def test_cache_freezes_upstream_shuffle(filename: str) -> None:
     ds = Dataset.range(8).shuffle(8, seed=1, reshuffle_each_iteration=True).cache(filename)
-    first, second = _elements(ds), _elements(ds)
+    first, second = python_values(ds), python_values(ds)
     assert first == second and sorted(first) == list(range(8))
     streaming = _Counted(8).streaming().shuffle(4, seed=1).cache(filename + "2" if filename else "")
-    assert _elements(streaming) == _elements(streaming)
+    assert python_values(streaming) == python_values(streaming)
 
 
 def test_cache_keeps_structure_and_leaf_types(filename: str) -> None:
     ds = Dataset.range(3).map(lambda x: ({"ids": torch.arange(int(x) + 1), "name": np.str_(f"n{x}")}, [x, 2.5]))
     ds = ds.cache(filename)
     first, again = list(ds), list(ds)
-    assert _elements(first) == _elements(again)
+    assert python_values(first) == python_values(again)
     element, pair = again[2]
     assert isinstance(element, dict) and isinstance(element["ids"], torch.Tensor) and element["ids"].tolist() == [0, 1, 2]
     assert isinstance(pair, list) and str(element["name"]) == "n2"
@@ -106,15 +96,15 @@ def test_random_access_cache_stays_random_access() -> None:
     ds = source.mapped().cache()
     assert ds.cardinality() == 6
     shuffled = ds.shuffle(6, seed=0)
-    assert sorted(_elements(shuffled)) == sorted(_elements(shuffled)) == list(range(6))
+    assert sorted(python_values(shuffled)) == sorted(python_values(shuffled)) == list(range(6))
     assert source.produced == 6
-    assert _elements(ds.batch(4)) == [(0, 1, 2, 3), (4, 5)]
+    assert python_values(ds.batch(4)) == [(0, 1, 2, 3), (4, 5)]
 
 
 def test_cache_of_infinite_input_passes_through() -> None:
     ds = Dataset.range(3).repeat().cache()
     assert ds.cardinality() == -1
-    assert _elements(ds.take(5)) == [0, 1, 2, 0, 1]
+    assert python_values(ds.take(5)) == [0, 1, 2, 0, 1]
 
 
 def test_streaming_cache_cardinality_is_unknown() -> None:
@@ -129,33 +119,33 @@ def test_fill_state_restores_into_new_iterator(filename: str) -> None:
     assert state["mode"] == "fill" and state["position"] == 2
     restored = ds.iterator(seed=99, epoch=4)
     restored.set_state(state)
-    assert _elements(restored) == [2, 3, 4]
-    assert _elements(iterator) == [2, 3, 4]  # the original completes its pass and records it
+    assert python_values(restored) == [2, 3, 4]
+    assert python_values(iterator) == [2, 3, 4]  # the original completes its pass and records it
     reader = iter(ds)
-    assert reader.get_state()["mode"] == "read" and _elements(reader) == [0, 1, 2, 3, 4]
+    assert reader.get_state()["mode"] == "read" and python_values(reader) == [0, 1, 2, 3, 4]
 
 
 def test_read_state_rebuilds_lost_memory_cache() -> None:
     first = _Counted(5).streaming().shuffle(5, seed=2).cache()
-    expected = _elements(first)
+    expected = python_values(first)
     iterator = iter(first)
     next(iterator)
     state = iterator.get_state()
     fresh = _Counted(5).streaming().shuffle(5, seed=2).cache()  # as after a restart: nothing cached
     restored = iter(fresh)
     restored.set_state(state)
-    assert _elements(restored) == expected[1:]
+    assert python_values(restored) == expected[1:]
 
 
 def test_file_cache_is_reused_by_a_new_pipeline(tmp_path: Path) -> None:
     prefix = str(tmp_path / "data")
-    assert _elements(Dataset.range(4).map(lambda x: x * 3).cache(prefix)) == [0, 3, 6, 9]
+    assert python_values(Dataset.range(4).map(lambda x: x * 3).cache(prefix)) == [0, 3, 6, 9]
     assert sorted(os.listdir(tmp_path)) == ["data.0.npz", "data.index.json"]
 
     def fail() -> Any:
         raise AssertionError("a complete cache must not run its input")
 
-    assert _elements(Dataset.from_generator(fail).cache(prefix)) == [0, 3, 6, 9]
+    assert python_values(Dataset.from_generator(fail).cache(prefix)) == [0, 3, 6, 9]
 
 
 def test_file_cache_writes_nothing_before_the_pass_completes(tmp_path: Path) -> None:
@@ -170,9 +160,9 @@ def test_file_cache_writes_nothing_before_the_pass_completes(tmp_path: Path) -> 
 
 def test_file_cache_spans_several_chunks(tmp_path: Path) -> None:
     ds = Dataset.range(600).map(lambda x: x * 2).cache(str(tmp_path / "big"))
-    assert _elements(ds.batch(600)) == [tuple(range(0, 1200, 2))]
+    assert python_values(ds.batch(600)) == [tuple(range(0, 1200, 2))]
     assert sorted(os.listdir(tmp_path)) == ["big.0.npz", "big.1.npz", "big.2.npz", "big.index.json"]
-    assert _elements(ds.shuffle(600, seed=0).take(600).batch(600))[0] != tuple(range(0, 1200, 2))
+    assert python_values(ds.shuffle(600, seed=0).take(600).batch(600))[0] != tuple(range(0, 1200, 2))
 
 
 def test_corrupt_chunk_file_raises_value_error_naming_it(tmp_path: Path) -> None:

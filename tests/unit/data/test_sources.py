@@ -10,32 +10,22 @@ import torch
 
 from stratagem.data import Dataset
 from stratagem.testing.data import assert_checkpoint_roundtrip
+from tests.unit.data._helpers import as_python, python_values
 
 
-def _py(element: Any) -> Any:
-    if isinstance(element, dict):
-        return {key: _py(value) for key, value in element.items()}
-    if isinstance(element, (tuple, list)):
-        return tuple(_py(value) for value in element)
-    value = element.tolist() if isinstance(element, torch.Tensor) else np.asarray(element).tolist()
-    return _py(value) if isinstance(value, list) else value
-
-
-def _elements(ds: Dataset) -> list[Any]:
-    return [_py(element) for element in ds]
 
 
 # ---- from_tensor_slices -------------------------------------------------------------
 def test_tensor_slices_of_tuple_yields_tuples_of_rows() -> None:
     ds = Dataset.from_tensor_slices((np.array([1, 2, 3]), np.array([[4, 5], [6, 7], [8, 9]])))
-    assert _elements(ds) == [(1, (4, 5)), (2, (6, 7)), (3, (8, 9))]
+    assert python_values(ds) == [(1, (4, 5)), (2, (6, 7)), (3, (8, 9))]
     assert all(isinstance(element, tuple) for element in ds)
     assert_checkpoint_roundtrip(ds)
 
 
 def test_tensor_slices_of_dict_yields_dicts_of_rows() -> None:
     ds = Dataset.from_tensor_slices({"a": np.array([1, 2]), "b": np.array([[1.0, 2.0], [3.0, 4.0]])})
-    assert _elements(ds) == [{"a": 1, "b": (1.0, 2.0)}, {"a": 2, "b": (3.0, 4.0)}]
+    assert python_values(ds) == [{"a": 1, "b": (1.0, 2.0)}, {"a": 2, "b": (3.0, 4.0)}]
     assert_checkpoint_roundtrip(ds)
 
 
@@ -50,9 +40,9 @@ def test_tensor_slices_of_torch_tensors_yields_tensors() -> None:
 
 def test_tensor_slices_of_python_list_slices_the_list() -> None:
     # tf.data treats a list as one tensor, not as a structure of components.
-    assert _elements(Dataset.from_tensor_slices([1, 2, 3])) == [1, 2, 3]
-    assert _elements(Dataset.from_tensor_slices([[1, 2], [3, 4]])) == [(1, 2), (3, 4)]
-    assert _elements(Dataset.from_tensor_slices(([1, 2], ["a", "b"]))) == [(1, "a"), (2, "b")]
+    assert python_values(Dataset.from_tensor_slices([1, 2, 3])) == [1, 2, 3]
+    assert python_values(Dataset.from_tensor_slices([[1, 2], [3, 4]])) == [(1, 2), (3, 4)]
+    assert python_values(Dataset.from_tensor_slices(([1, 2], ["a", "b"]))) == [(1, "a"), (2, "b")]
 
 
 def test_tensor_slices_with_different_first_dimensions_raises_value_error() -> None:
@@ -67,13 +57,13 @@ def test_tensor_slices_of_scalar_raises_value_error() -> None:
 
 def test_tensor_slices_batch_gathers_rows_with_one_index() -> None:
     ds = Dataset.from_tensor_slices({"x": np.arange(5)}).batch(2)
-    assert [_py(b) for b in ds] == [{"x": (0, 1)}, {"x": (2, 3)}, {"x": (4,)}]
+    assert [as_python(b) for b in ds] == [{"x": (0, 1)}, {"x": (2, 3)}, {"x": (4,)}]
 
 
 # ---- from_tensors ---------------------------------------------------------------------
 def test_from_tensors_yields_one_whole_element() -> None:
     ds = Dataset.from_tensors(([1, 2, 3], {"k": np.float32(2.0)}))
-    assert _elements(ds) == [((1, 2, 3), {"k": 2.0})]
+    assert python_values(ds) == [((1, 2, 3), {"k": 2.0})]
     assert ds.cardinality() == 1
     assert_checkpoint_roundtrip(ds)
 
@@ -90,7 +80,7 @@ def test_from_tensors_of_list_is_one_array() -> None:
 )
 def test_range_arguments_yield_python_range_values(args: tuple[int, ...], expected: list[int]) -> None:
     ds = Dataset.range(*args)
-    assert _elements(ds) == expected
+    assert python_values(ds) == expected
     assert ds.cardinality() == len(expected)
     assert_checkpoint_roundtrip(ds)
 
@@ -101,7 +91,7 @@ def test_range_elements_are_int64_scalars() -> None:
 
 
 def test_range_negative_step_batches_like_elementwise() -> None:
-    assert [_py(b) for b in Dataset.range(5, 0, -2).batch(2)] == [(5, 3), (1,)]
+    assert [as_python(b) for b in Dataset.range(5, 0, -2).batch(2)] == [(5, 3), (1,)]
 
 
 def test_range_zero_step_raises_value_error() -> None:
@@ -119,7 +109,7 @@ def test_generator_converts_python_values_to_numpy() -> None:
     ds = Dataset.from_generator(lambda: iter([(1, [1.5, 2.5]), (2, [3.5, 4.5])]))
     elements = list(ds)
     assert all(isinstance(a, np.ndarray) and isinstance(b, np.ndarray) for a, b in elements)
-    assert _elements(ds) == [(1, (1.5, 2.5)), (2, (3.5, 4.5))]
+    assert python_values(ds) == [(1, (1.5, 2.5)), (2, (3.5, 4.5))]
 
 
 def test_generator_is_called_anew_each_epoch() -> None:
@@ -130,8 +120,8 @@ def test_generator_is_called_anew_each_epoch() -> None:
         yield from range(3)
 
     ds = Dataset.from_generator(gen)
-    assert _elements(ds) == [0, 1, 2]
-    assert _elements(ds) == [0, 1, 2]
+    assert python_values(ds) == [0, 1, 2]
+    assert python_values(ds) == [0, 1, 2]
     assert len(calls) == 2
 
 
@@ -150,7 +140,7 @@ def test_generator_restore_replays_from_a_new_call() -> None:
     restored = iter(ds)
     restored.set_state(state)
     assert calls == [1]  # the restored iterator calls generator() lazily, once
-    assert _py(list(restored)) == (2, 3, 4)
+    assert as_python(list(restored)) == (2, 3, 4)
     assert len(calls) == 2
     assert_checkpoint_roundtrip(ds)
 
@@ -171,7 +161,7 @@ def test_generator_output_signature_casts_and_checks_shapes() -> None:
     ds = Dataset.from_generator(lambda: iter([{"x": [1, 2], "y": 3}, {"x": [4], "y": 5}]), output_signature=signature)
     first, second = list(ds)
     assert first["x"].dtype == np.float32 and isinstance(first["y"], torch.Tensor)
-    assert _py(second) == {"x": (4.0,), "y": 5}
+    assert as_python(second) == {"x": (4.0,), "y": 5}
     bad = Dataset.from_generator(lambda: iter([[1, 2], [[1, 2]]]), output_signature=((None,), "int64"))
     with pytest.raises(ValueError, match=r"element 1 has the wrong shape.*\(1, 2\)"):
         list(bad)

@@ -13,19 +13,9 @@ import torch
 from stratagem.data import Dataset, Options
 from stratagem.data.options import AutoShardPolicy
 from stratagem.testing.data import assert_checkpoint_roundtrip
+from tests.unit.data._helpers import as_python, python_values
 
 
-def _py(element: Any) -> Any:
-    if isinstance(element, dict):
-        return {key: _py(value) for key, value in element.items()}
-    if isinstance(element, (tuple, list)):
-        return tuple(_py(value) for value in element)
-    value = element.tolist() if isinstance(element, torch.Tensor) else np.asarray(element).tolist()
-    return _py(value) if isinstance(value, list) else value
-
-
-def _elements(ds: Dataset) -> list[Any]:
-    return [_py(element) for element in ds]
 
 
 def _gen(n: int) -> Dataset:
@@ -36,27 +26,27 @@ def _gen(n: int) -> Dataset:
 # ---- map ---------------------------------------------------------------------------------
 def test_map_applies_function_to_each_element() -> None:
     ds = Dataset.range(4).map(lambda x: x * 2)
-    assert _elements(ds) == [0, 2, 4, 6]
+    assert python_values(ds) == [0, 2, 4, 6]
     assert ds.cardinality() == 4
     assert_checkpoint_roundtrip(ds)
 
 
 def test_map_unpacks_tuple_elements_but_not_dicts() -> None:
     pairs = Dataset.zip(Dataset.range(3), Dataset.range(10, 13)).map(lambda a, b: a + b)
-    assert _elements(pairs) == [10, 12, 14]
+    assert python_values(pairs) == [10, 12, 14]
     dicts = Dataset.from_tensor_slices({"a": np.arange(2)}).map(lambda d: d["a"] + 1)
-    assert _elements(dicts) == [1, 2]
+    assert python_values(dicts) == [1, 2]
 
 
 def test_map_vectorized_batch_matches_elementwise() -> None:
     plain = Dataset.range(7).map(lambda x: x * x).batch(3)
     vectorized = Dataset.range(7).map(lambda x: x * x, vectorized=True).batch(3)
-    assert _elements(plain) == _elements(vectorized) == [(0, 1, 4), (9, 16, 25), (36,)]
+    assert python_values(plain) == python_values(vectorized) == [(0, 1, 4), (9, 16, 25), (36,)]
 
 
 def test_map_over_streaming_parent_round_trips() -> None:
     ds = _gen(5).map(lambda x: x + 1)
-    assert _elements(ds) == [1, 2, 3, 4, 5]
+    assert python_values(ds) == [1, 2, 3, 4, 5]
     assert_checkpoint_roundtrip(ds)
 
 
@@ -73,23 +63,23 @@ def test_map_zero_parallel_calls_raises_value_error() -> None:
 # ---- filter --------------------------------------------------------------------------------
 def test_filter_keeps_elements_where_predicate_true() -> None:
     ds = Dataset.range(10).filter(lambda x: x % 3 == 0)
-    assert _elements(ds) == [0, 3, 6, 9]
+    assert python_values(ds) == [0, 3, 6, 9]
     assert_checkpoint_roundtrip(ds)
 
 
 def test_filter_unpacks_tuples_and_accepts_bool_kinds() -> None:
     pairs = Dataset.zip(Dataset.range(4), Dataset.range(4, 0, -1)).filter(lambda a, b: a < b)
-    assert _elements(pairs) == [(0, 4), (1, 3)]
+    assert python_values(pairs) == [(0, 4), (1, 3)]
     tensors = Dataset.from_tensor_slices(torch.arange(5)).filter(lambda x: x > 2)  # 0-d bool tensor
-    assert _elements(tensors) == [3, 4]
+    assert python_values(tensors) == [3, 4]
     arrays = Dataset.range(4).filter(lambda x: np.asarray(x >= 2))  # 0-d bool array
-    assert _elements(arrays) == [2, 3]
-    assert _elements(Dataset.range(3).filter(lambda x: True)) == [0, 1, 2]
+    assert python_values(arrays) == [2, 3]
+    assert python_values(Dataset.range(3).filter(lambda x: True)) == [0, 1, 2]
 
 
 def test_filter_over_streaming_parent_round_trips() -> None:
     ds = _gen(8).filter(lambda x: x % 2 == 1).map(lambda x: x * 10)
-    assert _elements(ds) == [10, 30, 50, 70]
+    assert python_values(ds) == [10, 30, 50, 70]
     assert_checkpoint_roundtrip(ds)
 
 
@@ -111,8 +101,8 @@ def test_filter_not_callable_raises_type_error() -> None:
 # ---- take / skip ----------------------------------------------------------------------------
 @pytest.mark.parametrize(("count", "expected"), [(3, [0, 1, 2]), (0, []), (-1, [0, 1, 2, 3, 4]), (20, [0, 1, 2, 3, 4])])
 def test_take_count_yields_prefix(count: int, expected: list[int]) -> None:
-    assert _elements(Dataset.range(5).take(count)) == expected
-    assert _elements(_gen(5).take(count)) == expected
+    assert python_values(Dataset.range(5).take(count)) == expected
+    assert python_values(_gen(5).take(count)) == expected
     assert Dataset.range(5).take(count).cardinality() == len(expected)
 
 
@@ -128,8 +118,8 @@ def test_take_negative_count_raises_value_error() -> None:
 
 @pytest.mark.parametrize(("count", "expected"), [(3, [3, 4]), (0, [0, 1, 2, 3, 4]), (-1, []), (20, [])])
 def test_skip_count_yields_suffix(count: int, expected: list[int]) -> None:
-    assert _elements(Dataset.range(5).skip(count)) == expected
-    assert _elements(_gen(5).skip(count)) == expected
+    assert python_values(Dataset.range(5).skip(count)) == expected
+    assert python_values(_gen(5).skip(count)) == expected
     assert Dataset.range(5).skip(count).cardinality() == len(expected)
 
 
@@ -145,13 +135,13 @@ def test_skip_negative_count_raises_value_error() -> None:
 
 # ---- shard -------------------------------------------------------------------------------------
 def test_shard_takes_every_nth_from_index() -> None:
-    assert _elements(Dataset.range(10).shard(3, 1)) == [1, 4, 7]
-    assert _elements(_gen(10).shard(3, 1)) == [1, 4, 7]
+    assert python_values(Dataset.range(10).shard(3, 1)) == [1, 4, 7]
+    assert python_values(_gen(10).shard(3, 1)) == [1, 4, 7]
     assert [Dataset.range(10).shard(3, i).cardinality() for i in range(3)] == [4, 3, 3]
 
 
 def test_shards_are_disjoint_and_cover_the_input() -> None:
-    shards = [_elements(Dataset.range(11).shard(4, i)) for i in range(4)]
+    shards = [python_values(Dataset.range(11).shard(4, i)) for i in range(4)]
     flat = [x for shard in shards for x in shard]
     assert sorted(flat) == list(range(11)) and len(set(flat)) == 11
 
@@ -174,16 +164,16 @@ def test_shard_zero_shards_raises_value_error() -> None:
 # ---- zip / enumerate ------------------------------------------------------------------------------
 def test_zip_pairs_elements_and_ends_with_shortest() -> None:
     ds = Dataset.zip(Dataset.range(3), Dataset.range(10, 15))
-    assert _elements(ds) == [(0, 10), (1, 11), (2, 12)]
+    assert python_values(ds) == [(0, 10), (1, 11), (2, 12)]
     assert ds.cardinality() == 3
-    assert _elements(Dataset.zip((Dataset.range(2), Dataset.range(2)))) == [(0, 0), (1, 1)]
+    assert python_values(Dataset.zip((Dataset.range(2), Dataset.range(2)))) == [(0, 0), (1, 1)]
     assert_checkpoint_roundtrip(ds)
 
 
 def test_zip_with_exhausted_streaming_input_ends() -> None:
     ds = Dataset.zip(_gen(2), Dataset.range(5))
-    assert _elements(ds) == [(0, 0), (1, 1)]
-    assert _elements(Dataset.zip(Dataset.range(5), _gen(3))) == [(0, 0), (1, 1), (2, 2)]
+    assert python_values(ds) == [(0, 0), (1, 1)]
+    assert python_values(Dataset.zip(Dataset.range(5), _gen(3))) == [(0, 0), (1, 1), (2, 2)]
     assert_checkpoint_roundtrip(ds)
 
 
@@ -193,9 +183,9 @@ def test_zip_of_non_datasets_raises_type_error() -> None:
 
 
 def test_enumerate_pairs_counter_with_element() -> None:
-    assert _elements(Dataset.range(3, 6).enumerate()) == [(0, 3), (1, 4), (2, 5)]
+    assert python_values(Dataset.range(3, 6).enumerate()) == [(0, 3), (1, 4), (2, 5)]
     ds = _gen(3).enumerate(start=5)
-    assert _elements(ds) == [(5, 0), (6, 1), (7, 2)]
+    assert python_values(ds) == [(5, 0), (6, 1), (7, 2)]
     assert_checkpoint_roundtrip(ds)
     assert_checkpoint_roundtrip(Dataset.range(4).enumerate())
 
@@ -203,43 +193,43 @@ def test_enumerate_pairs_counter_with_element() -> None:
 # ---- concatenate ---------------------------------------------------------------------------------
 def test_concatenate_yields_first_then_second() -> None:
     ds = Dataset.range(3).concatenate(Dataset.range(10, 12))
-    assert _elements(ds) == [0, 1, 2, 10, 11]
+    assert python_values(ds) == [0, 1, 2, 10, 11]
     assert ds.cardinality() == 5
     assert_checkpoint_roundtrip(ds)
 
 
 def test_concatenate_streaming_with_shuffled_second_round_trips() -> None:
     ds = _gen(3).concatenate(_gen(4).shuffle(3))
-    elements = _elements(ds)
+    elements = python_values(ds)
     assert elements[:3] == [0, 1, 2] and sorted(elements[3:]) == [0, 1, 2, 3]
     assert_checkpoint_roundtrip(ds)
 
 
 # ---- repeat ---------------------------------------------------------------------------------------
 def test_repeat_count_repeats_the_input() -> None:
-    assert _elements(Dataset.range(3).repeat(2)) == [0, 1, 2, 0, 1, 2]
-    assert _elements(Dataset.range(3).repeat(0)) == []
-    assert _elements(_gen(3).repeat(2)) == [0, 1, 2, 0, 1, 2]
+    assert python_values(Dataset.range(3).repeat(2)) == [0, 1, 2, 0, 1, 2]
+    assert python_values(Dataset.range(3).repeat(0)) == []
+    assert python_values(_gen(3).repeat(2)) == [0, 1, 2, 0, 1, 2]
     assert_checkpoint_roundtrip(Dataset.range(3).repeat(2))
     assert_checkpoint_roundtrip(_gen(3).repeat(2))
 
 
 def test_repeat_forever_with_take_yields_prefix() -> None:
-    assert _elements(Dataset.range(3).repeat().take(7)) == [0, 1, 2, 0, 1, 2, 0]
-    assert _elements(_gen(2).repeat(-1).take(5)) == [0, 1, 0, 1, 0]
-    assert _elements(Dataset.range(2).repeat().repeat().take(3)) == [0, 1, 0]
+    assert python_values(Dataset.range(3).repeat().take(7)) == [0, 1, 2, 0, 1, 2, 0]
+    assert python_values(_gen(2).repeat(-1).take(5)) == [0, 1, 0, 1, 0]
+    assert python_values(Dataset.range(2).repeat().repeat().take(3)) == [0, 1, 0]
     assert_checkpoint_roundtrip(Dataset.range(3).repeat().take(7))
     assert_checkpoint_roundtrip(_gen(2).repeat().take(5))
 
 
 def test_repeat_of_empty_streaming_input_ends() -> None:
-    assert _elements(_gen(0).repeat()) == []
-    assert _elements(Dataset.range(0).repeat()) == []
+    assert python_values(_gen(0).repeat()) == []
+    assert python_values(Dataset.range(0).repeat()) == []
 
 
 def test_repeat_reshuffles_each_pass_and_round_trips() -> None:
     ds = _gen(6).shuffle(6, seed=3).repeat(2)
-    elements = _elements(ds)
+    elements = python_values(ds)
     assert sorted(elements[:6]) == sorted(elements[6:]) == list(range(6))
     assert elements[:6] != elements[6:]
     assert_checkpoint_roundtrip(ds)
@@ -252,13 +242,13 @@ def test_repeat_negative_count_raises_value_error() -> None:
 
 
 # ---- with_options ------------------------------------------------------------------------------------
-def test_with_options_attaches_options_and_keeps_elements() -> None:
+def test_with_options_attaches_options_and_keepselements() -> None:
     options = Options()
     options.experimental_distribute.auto_shard_policy = AutoShardPolicy.DATA
     ds = Dataset.range(4).with_options(options)
     assert ds.options() is options
     assert ds.map(lambda x: x).batch(2).options() is options
-    assert _elements(ds) == [0, 1, 2, 3]
+    assert python_values(ds) == [0, 1, 2, 3]
     assert ds.cardinality() == 4
     assert_checkpoint_roundtrip(ds)
     assert_checkpoint_roundtrip(_gen(3).with_options(options))

@@ -179,8 +179,9 @@ def test_categorical_ce_on_probabilities_normalises_then_takes_log_like_keras():
 
 
 def test_categorical_ce_on_logits_without_from_logits_warns():
-    with pytest.warns(UserWarning, match=r"CategoricalCrossentropy\(from_logits=True\).*Received: min="):
+    with pytest.warns(UserWarning, match=r"CategoricalCrossentropy\(from_logits=True\).*Received: min=") as record:
         losses.CategoricalCrossentropy()(F.one_hot(torch.tensor([0, 1]), 3).float(), _logits(2, 3))
+    assert len(record) == 1
 
 
 # ---- binary cross-entropy -------------------------------------------------------
@@ -213,8 +214,9 @@ def test_binary_ce_probability_of_zero_is_clipped_at_keras_epsilon():
 
 
 def test_binary_ce_on_logits_without_from_logits_warns():
-    with pytest.warns(UserWarning, match=r"BinaryCrossentropy\(from_logits=True\)"):
+    with pytest.warns(UserWarning, match=r"BinaryCrossentropy\(from_logits=True\)") as record:
         losses.BinaryCrossentropy()(torch.tensor([[1.0], [0.0]]), torch.tensor([[2.5], [-1.0]]))
+    assert len(record) == 1
 
 
 # ---- regression losses ----------------------------------------------------------
