@@ -93,10 +93,11 @@ class CollectiveStrategy(Strategy):
             # Rank 0 serves the rendezvous store: leaving before the others are done
             # could fail their own exit, so a clean exit waits for everyone. Not after
             # a crash: the peers may be inside a collective that never matches a barrier.
-            if not error_file.crashed():
+            clean = not error_file.crashed()
+            if clean:
                 try:
                     dist.barrier()
                 except Exception:  # a peer is already gone: nothing left to wait for
-                    pass
-            collectives.destroy_process_group()
+                    clean = False
+            collectives.destroy_process_group(graceful=clean)
             self._owns_group = False

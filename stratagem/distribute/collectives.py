@@ -58,12 +58,32 @@ def init_process_group(
 _store: dist.Store | None = None
 
 
-def destroy_process_group() -> None:
-    """Leaves the process group if one is active; safe to call twice."""
+def destroy_process_group(*, graceful: bool = False, timeout_s: float = 10.0) -> None:
+    """Leaves the process group if one is active; safe to call twice.
+
+    With ``graceful`` (a clean exit), every other rank signs off through the
+    store after leaving, and rank 0, which serves the store, keeps it up until
+    they all have (at most ``timeout_s``): a store vanishing under a peer that
+    is still leaving can abort that peer's process.
+    """
     global _store
+    rank = world_size = None
     if dist.is_available() and dist.is_initialized():
+        rank, world_size = dist.get_rank(), dist.get_world_size()
         dist.destroy_process_group()
-    _store = None
+    store, _store = _store, None
+    if not graceful or store is None or rank is None:
+        return
+    try:
+        if rank != 0:
+            store.set(f"stratagem/left/{rank}", "1")
+            return
+        keys = [f"stratagem/left/{r}" for r in range(1, world_size)]
+        deadline = time.monotonic() + timeout_s
+        while not store.check(keys) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    except (RuntimeError, dist.DistError):  # a peer or the store is gone already: nothing to wait for
+        pass
 
 
 def _connect_store(*, rank: int, master_addr: str, master_port: int, timeout_s: float) -> dist.TCPStore:
