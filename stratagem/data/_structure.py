@@ -29,10 +29,13 @@ def stack(elements: Sequence[Any], *, where: str = "batch") -> Any:
         return {key: stack([e[key] for e in elements], where=where) for key in first}
     if isinstance(first, (tuple, list)):
         return type(first)(stack([e[i] for e in elements], where=where) for i in range(len(first)))
-    _check_shapes(elements, where)
-    if isinstance(first, torch.Tensor):
-        return torch.stack(list(elements))
-    return np.stack([np.asarray(e) for e in elements])
+    try:
+        if isinstance(first, torch.Tensor):
+            return torch.stack(list(elements))
+        return np.stack(elements)
+    except (ValueError, RuntimeError):
+        _check_shapes(elements, where)  # names the offending element and both shapes
+        raise
 
 
 def _check_shapes(leaves_: Sequence[Any], where: str) -> None:
@@ -44,6 +47,15 @@ def _check_shapes(leaves_: Sequence[Any], where: str) -> None:
                 f"element {i} has shape {tuple(np.shape(leaf))}. Use padded_batch() to pad them, or map() "
                 f"them to one shape first. Received: shapes {tuple(shape0)} and {tuple(np.shape(leaf))} at index {i}"
             )
+
+
+def unstack(structure: Any) -> list[Any]:
+    """The rows of a batched structure, as a list of per-element structures (views, no copies)."""
+    if isinstance(structure, tuple) and all(not isinstance(c, (tuple, list, dict)) for c in structure):
+        return list(zip(*structure))  # the common (x, y) case: iterate each component's rows at C speed
+    if not isinstance(structure, (tuple, list, dict)):
+        return list(structure)
+    return [take_rows(structure, i) for i in range(num_rows(structure))]
 
 
 def take_rows(structure: Any, rows: Any) -> Any:

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from stratagem.data._structure import spec_of, stack, to_numpy
-from stratagem.data.iterator import DatasetIterator, IndexIterator, IterContext
+from stratagem.data.iterator import DatasetIterator, IndexIterator, IterContext, Pending
 from stratagem.data.options import AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Options
 
 
@@ -52,6 +52,10 @@ class Dataset(abc.ABC):
     def _get_many(self, indices: Sequence[int], ctx: IterContext) -> Any:
         """Elements at ``indices``, stacked along axis 0 (nodes override with a vectorised path)."""
         return stack([self._get(i, ctx) for i in indices])
+
+    def _submit_many(self, indices: Sequence[int], ctx: IterContext) -> Pending:
+        """Starts fetching ``_get_many(indices)``; nodes that can work ahead (parallel maps) begin now."""
+        return Pending(lambda: self._get_many(indices, ctx))
 
     def _make_iterator(self, ctx: IterContext) -> DatasetIterator:
         if self._length() is None:

@@ -25,6 +25,7 @@ iteration starts, and a short last batch is split as evenly as possible.
 
 from __future__ import annotations
 
+import collections
 import copy
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -105,6 +106,11 @@ class DistributedIterator:
     def next_with_info(self) -> tuple[Any, int, range]:
         """``(local batch, global batch size, global positions of the local rows)``."""
         return self._impl.next()
+
+    @property
+    def needs_main_thread(self) -> bool:
+        """True if each step runs a collective (FILE shards agreeing on the end of data)."""
+        return getattr(self._impl, "per_step_collective", False)
 
     def get_state(self) -> dict[str, Any]:
         return self._impl.get_state()
@@ -227,7 +233,13 @@ class _PerReplicaImpl(_GlobalSplitImpl):
 
 
 class _PushdownImpl:
-    """Random-access pipeline ending in batch(B): compute only this replica's rows of batch i."""
+    """Random-access pipeline ending in batch(B): compute only this replica's rows of batch i.
+
+    The next ``AHEAD`` batches are submitted early, so a parallel map below
+    computes them while the current one is used.
+    """
+
+    AHEAD = 2
 
     def __init__(self, data: Any, batched: Any, ctx: InputContext, seed: int, epoch: int) -> None:
         from stratagem.data.iterator import IterContext
@@ -235,22 +247,32 @@ class _PushdownImpl:
         self._batched, self._ctx = batched, ctx
         self._iter_ctx = IterContext(seed=seed, epoch=epoch)
         self._index = 0
+        self._pending: collections.deque[tuple[Any, int, range]] = collections.deque()
         self._num_batches = batched._length()
         if self._num_batches and self._num_batches > 0:
             check_global_batch_size(len(batched.rows(0)), ctx.num_replicas_in_sync)
 
-    def next(self) -> tuple[Any, int, range]:
-        if self._num_batches not in (None, -1) and self._index >= self._num_batches:
-            raise StopIteration
-        rows = self._batched.rows(self._index)
-        self._index += 1
+    def _submit(self, index: int) -> tuple[Any, int, range]:
+        rows = self._batched.rows(index)
         mine = rows[replica_slice(len(rows), self._ctx.num_replicas_in_sync, self._ctx.input_pipeline_id)]
         parent = self._batched._parents[0]
         if len(mine):
-            local = parent._get_many(list(mine), self._iter_ctx)
-        else:  # a short last batch with fewer rows than replicas: an empty share of the right structure
-            local = map_structure(lambda t: t[:0], parent._get_many([rows[0]], self._iter_ctx))
-        return map_structure(_as_tensor, local), len(rows), mine
+            return parent._submit_many(list(mine), self._iter_ctx), len(rows), mine
+        # A short last batch with fewer rows than replicas: an empty share of the right structure.
+        template = parent._submit_many([rows[0]], self._iter_ctx)
+        return template.then(lambda batch: map_structure(lambda t: t[:0], batch)), len(rows), mine
+
+    def next(self) -> tuple[Any, int, range]:
+        while len(self._pending) <= self.AHEAD:
+            index = self._index + len(self._pending)
+            if self._num_batches not in (None, -1) and index >= self._num_batches:
+                break
+            self._pending.append(self._submit(index))
+        if not self._pending:
+            raise StopIteration
+        pending, global_size, mine = self._pending.popleft()
+        self._index += 1
+        return map_structure(_as_tensor, pending.result()), global_size, mine
 
     def get_state(self) -> dict[str, Any]:
         return {"global_batch": self._index, "epoch": self._iter_ctx.epoch, "seed": self._iter_ctx.seed}
@@ -258,15 +280,19 @@ class _PushdownImpl:
     def set_state(self, state: dict[str, Any]) -> None:
         from stratagem.data.iterator import IterContext
 
+        self.close()
         self._index = int(state["global_batch"])
         self._iter_ctx = IterContext(seed=int(state["seed"]), epoch=int(state["epoch"]))
 
     def close(self) -> None:
-        pass
+        while self._pending:
+            self._pending.popleft()[0].cancel()
 
 
 class _FileShardImpl(_PerReplicaImpl):
     """FILE policy: every N-th file, per-replica batches, and agreement on the end of data."""
+
+    per_step_collective = True
 
     def __init__(self, data: Any, ctx: InputContext, seed: int, epoch: int, strategy: Any) -> None:
         sharded = rebatch(shard_files(data, ctx.num_input_pipelines, ctx.input_pipeline_id), ctx.num_replicas_in_sync)
@@ -379,8 +405,11 @@ def rebatch(dataset: Any, num_replicas: int) -> Any:
 
 def _as_tensor(value: Any) -> Any:
     if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
-        tensor = torch.from_numpy(np.ascontiguousarray(value))
-        return tensor.to(torch.get_default_dtype()) if tensor.is_floating_point() else tensor
+        if value.dtype.kind == "f":
+            # numpy's cast, not torch's .to(): that one fans out to torch's thread
+            # pool and competes with the training step for the cores.
+            value = value.astype(torch.empty((), dtype=torch.get_default_dtype()).numpy().dtype, copy=False)
+        return torch.from_numpy(np.ascontiguousarray(value))
     if isinstance(value, np.generic) and value.dtype.kind in "biuf":
         return _as_tensor(np.asarray(value))
     return value

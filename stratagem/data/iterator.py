@@ -32,6 +32,28 @@ class IterContext:
     epoch: int = 0
 
 
+class Pending:
+    """Elements being fetched: ``result()`` waits for them, ``cancel()`` drops them.
+
+    Random-access nodes hand these out from ``_submit_many``, so an iterator
+    can start the next batches (on a parallel map's workers) before it needs them.
+    """
+
+    def __init__(self, result: Any, cancel: Any = None) -> None:
+        self._result, self._cancel = result, cancel
+
+    def result(self) -> Any:
+        return self._result()
+
+    def cancel(self) -> None:
+        if self._cancel is not None:
+            self._cancel()
+
+    def then(self, fn: Any) -> Pending:
+        """A handle whose result is ``fn(result)``."""
+        return Pending(lambda: fn(self.result()), self._cancel)
+
+
 class DatasetIterator(Iterator[Any], abc.ABC):
     """Base of every pipeline iterator."""
 

@@ -9,6 +9,8 @@ steps and each example of a batch goes to exactly one replica.
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -71,7 +73,7 @@ class IterableAdapter:
             self.source = strategy.experimental_distribute_dataset(data)
         self.replicas, self.replica_id = strategy.num_replicas_in_sync, strategy.replica_id_in_sync_group
         self.num_samples: int | None = None
-        self._iterator: Any = None
+        self._state: dict[str, Any] | None = None
         try:
             length = len(data)  # type: ignore[arg-type]
         except TypeError:
@@ -80,25 +82,82 @@ class IterableAdapter:
 
     def position(self) -> dict[str, Any]:
         """The distributed iterator's state (Datasets only) and the agreed shuffle seed."""
-        if self._iterator is None:
-            return {"seed": getattr(self.source, "_seed", None), "iterator": None}
-        return {"seed": getattr(self.source, "_seed", None), "iterator": self._iterator.get_state()}
+        return {"seed": getattr(self.source, "_seed", None), "iterator": self._state}
 
     def restore(self, position: dict[str, Any]) -> None:
         if position.get("seed") is not None:
             self.source._seed = int(position["seed"])
 
     def epoch(self, epoch: int, resume: dict[str, Any] | None = None) -> Iterator[Batch]:
+        # Made here, on the training thread: making it may agree on a seed, a collective.
         iterator = self.source.iterator(epoch=epoch)
         if resume is not None and resume.get("iterator") is not None:
             iterator.set_state(resume["iterator"])
-        self._iterator = iterator
+        self._state = _state_of(iterator)
+        if iterator.needs_main_thread:  # a collective every step: never from a second thread
+            for item, state in _steps(iterator):
+                self._state = state
+                yield item
+            return
+        # Everything else runs BACKGROUND_DEPTH steps ahead in a thread, so the
+        # training thread only takes ready batches (fit's input wait stays small).
+        for item, state in _background(_steps(iterator)):
+            self._state = state  # the position after this batch, not after the look-ahead
+            yield item
+
+
+BACKGROUND_DEPTH = 2
+
+
+def _state_of(iterator: Any) -> dict[str, Any] | None:
+    try:
+        return iterator.get_state()
+    except TypeError:  # a plain iterable: no position to save
+        return None
+
+
+def _steps(iterator: Any) -> Iterator[tuple[Batch, dict[str, Any] | None]]:
+    while True:
+        try:
+            local, global_size, positions = iterator.next_with_info()
+        except StopIteration:
+            return
+        yield (local, global_size, torch.as_tensor(list(positions), dtype=torch.long)), _state_of(iterator)
+
+
+def _background(items: Iterator[Any], depth: int = BACKGROUND_DEPTH) -> Iterator[Any]:
+    """Runs ``items`` in a daemon thread, ``depth`` ahead; errors re-raise here; stops with the consumer."""
+    ready: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        ready.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            ready.put(("end", None))
+        except BaseException as err:  # handed to the training thread, which re-raises it
+            ready.put(("error", err))
+
+    thread = threading.Thread(target=produce, name="stratagem-fit-input", daemon=True)
+    thread.start()
+    try:
         while True:
-            try:
-                local, global_size, positions = iterator.next_with_info()
-            except StopIteration:
+            kind, payload = ready.get()
+            if kind == "end":
                 return
-            yield local, global_size, torch.as_tensor(list(positions), dtype=torch.long)
+            if kind == "error":
+                raise payload
+            yield payload
+    finally:
+        stop.set()
+        thread.join(timeout=5.0)
 
 
 def make_adapter(x: Any, y: Any, sample_weight: Any, *, batch_size: int | None, shuffle: bool, seed: int,

@@ -7,12 +7,13 @@ once per batch.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Sequence
 from typing import Any
 
 from stratagem.data._structure import stack
 from stratagem.data.dataset import Dataset, _check_positive
-from stratagem.data.iterator import DatasetIterator, IterContext
+from stratagem.data.iterator import DatasetIterator, IndexIterator, IterContext, Pending
 from stratagem.data.options import INFINITE_CARDINALITY
 
 
@@ -46,11 +47,49 @@ class BatchDataset(Dataset):
 
     def _make_iterator(self, ctx: IterContext) -> DatasetIterator:
         if self._length() is not None:
-            return super()._make_iterator(ctx)
+            return LookaheadBatchIterator(self, ctx)
         return _StreamingBatchIterator(self._parents[0]._make_iterator(ctx), self.batch_size, self.drop_remainder)
 
     def __str__(self) -> str:
         return f"BatchDataset({self.batch_size}, drop_remainder={self.drop_remainder}) <- {self._parents[0]}"
+
+
+class LookaheadBatchIterator(IndexIterator):
+    """Random-access batches, the next ``ahead`` already submitted (a parallel map below works on them).
+
+    The state is still the index of the next batch handed out; batches started
+    ahead are dropped on ``set_state`` and ``close``.
+    """
+
+    def __init__(self, dataset: BatchDataset, ctx: IterContext, ahead: int = 2) -> None:
+        super().__init__(dataset, ctx)
+        self._ahead = ahead
+        self._pending: collections.deque[Pending] = collections.deque()
+
+    def __next__(self) -> Any:
+        dataset: BatchDataset = self._dataset  # type: ignore[assignment]
+        parent = dataset._parents[0]
+        while len(self._pending) <= self._ahead:
+            index = self._index + len(self._pending)
+            if self._length is not None and self._length >= 0 and index >= self._length:
+                break
+            self._pending.append(parent._submit_many(dataset.rows(index), self._ctx))
+        if not self._pending:
+            raise StopIteration
+        batch = self._pending.popleft().result()
+        self._index += 1
+        return batch
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._drop_pending()
+        super().set_state(state)
+
+    def _drop_pending(self) -> None:
+        while self._pending:
+            self._pending.popleft().cancel()
+
+    def close(self) -> None:
+        self._drop_pending()
 
 
 class _StreamingBatchIterator(DatasetIterator):

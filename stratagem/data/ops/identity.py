@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stratagem.data.dataset import Dataset
-from stratagem.data.iterator import DatasetIterator, IterContext
+from stratagem.data.iterator import DatasetIterator, IterContext, Pending
 from stratagem.data.options import Options
 
 
@@ -25,6 +25,9 @@ class OptionsDataset(Dataset):
 
     def _get_many(self, indices: Sequence[int], ctx: IterContext) -> Any:
         return self._parents[0]._get_many(indices, ctx)
+
+    def _submit_many(self, indices: Sequence[int], ctx: IterContext) -> Pending:
+        return self._parents[0]._submit_many(indices, ctx)
 
     def _make_iterator(self, ctx: IterContext) -> DatasetIterator:
         return self._parents[0]._make_iterator(ctx)

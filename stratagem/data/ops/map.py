@@ -13,9 +13,9 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from stratagem.data._structure import call_with_element, stack
+from stratagem.data._structure import call_with_element, stack, unstack
 from stratagem.data.dataset import Dataset, _check_positive
-from stratagem.data.iterator import DatasetIterator, IterContext
+from stratagem.data.iterator import DatasetIterator, IterContext, Pending
 
 
 class MapDataset(Dataset):
@@ -43,15 +43,18 @@ class MapDataset(Dataset):
         return call_with_element(self._fn, self._parents[0]._get(index, ctx))
 
     def _get_many(self, indices: Sequence[int], ctx: IterContext) -> Any:
-        if self._vectorized:
-            return call_with_element(self._fn, self._parents[0]._get_many(indices, ctx))
-        if self._num_parallel_calls is None or not indices:
-            return super()._get_many(indices, ctx)
-        return stack(self._parallel_get_many(indices, ctx))
+        return self._submit_many(indices, ctx).result()
 
-    def _parallel_get_many(self, indices: Sequence[int], ctx: IterContext) -> list[Any]:
-        # A batch above asks for B elements at once: compute them on the worker
-        # pool (shared by every fetch of this node), after AUTOTUNE calibration.
+    def _submit_many(self, indices: Sequence[int], ctx: IterContext) -> Pending:
+        if self._vectorized:  # one call for the whole batch, once the parent's rows are there
+            return self._parents[0]._submit_many(indices, ctx).then(lambda batch: call_with_element(self._fn, batch))
+        if self._num_parallel_calls is None or not indices:
+            return Pending(lambda: Dataset._get_many(self, indices, ctx))
+        return self._parallel_submit(indices, ctx).then(stack)
+
+    def _parallel_submit(self, indices: Sequence[int], ctx: IterContext) -> Pending:
+        # A batch above asks for B elements at once: they go to the worker pool
+        # (shared by every fetch of this node) after AUTOTUNE calibration.
         from stratagem.data.ops import parallel_map
 
         with self._pool_lock:
@@ -59,12 +62,14 @@ class MapDataset(Dataset):
                 self._calibration = parallel_map.Calibration(self._num_parallel_calls)  # type: ignore[arg-type]
             calibration = self._calibration
             if calibration.inline is not False:
-                parent = self._parents[0]
-                return [parallel_map.timed_call(self._fn, parent._get(i, ctx), i, calibration) for i in indices]
+                # One vectorised gather of the parent's rows, then a call per row view.
+                rows = unstack(self._parents[0]._get_many(indices, ctx))
+                done = [parallel_map.timed_call(self._fn, row, i, calibration) for i, row in zip(indices, rows)]
+                return Pending(lambda: done)
             if self._pool is None or not self._pool.processes:
                 self._pool = parallel_map.WorkerPool(self, parallel_map.worker_count(self._num_parallel_calls))  # type: ignore[arg-type]
                 weakref.finalize(self, self._pool.close)
-            return parallel_map.map_many(self, self._pool, indices, ctx)
+            return parallel_map.submit_many(self._pool, indices, ctx)
 
     def _make_iterator(self, ctx: IterContext) -> DatasetIterator:
         if self._num_parallel_calls is not None:

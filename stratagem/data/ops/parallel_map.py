@@ -51,7 +51,7 @@ import torch
 
 from stratagem._nest import map_structure
 from stratagem.data._structure import call_with_element, leaves
-from stratagem.data.iterator import DatasetIterator, IterContext
+from stratagem.data.iterator import DatasetIterator, IterContext, Pending
 from stratagem.data.options import AUTOTUNE, INFINITE_CARDINALITY
 
 MIN_CALL_S = 2e-4
@@ -122,6 +122,7 @@ class WorkerPool:
         self._keys = itertools.count()
         self._lock = threading.Lock()
         self._done: dict[int, tuple[str, Any]] = {}
+        self._forgotten: set[int] = set()
         self.processes = [context.Process(target=_worker_main, args=(dataset, self._tasks, self._results), daemon=True)
                           for _ in range(num_workers)]
         for process in self.processes:
@@ -132,12 +133,21 @@ class WorkerPool:
         self._tasks.put((key, kind, payload, (ctx.seed, ctx.epoch)))
         return key
 
+    def forget(self, keys: Sequence[int]) -> None:
+        """Drops results nobody will collect (an iterator moved or closed)."""
+        with self._lock:
+            for key in keys:
+                if self._done.pop(key, None) is None:
+                    self._forgotten.add(key)
+
     def ready(self, key: int) -> bool:
         self._drain(block=False)
         return key in self._done
 
     def get(self, key: int, where: str) -> Any:
         while key not in self._done:
+            if not self.processes:
+                raise RuntimeError(f"the map's worker pool was stopped (after an error) before {where} was computed")
             if not self._drain(block=True):
                 self._check_alive(where)
         status, payload = self._done.pop(key)
@@ -158,7 +168,10 @@ class WorkerPool:
                 key, status, payload = self._results.get(timeout=_POLL_S) if block else self._results.get_nowait()
             except (queue.Empty, OSError, ValueError):
                 return False
-            self._done[key] = (status, payload)
+            if key in self._forgotten:
+                self._forgotten.discard(key)
+            else:
+                self._done[key] = (status, payload)
             return True
 
     def _check_alive(self, where: str) -> None:
@@ -189,15 +202,20 @@ class WorkerPool:
             self._results.close()
 
 
-def map_many(dataset: Any, pool: WorkerPool, indices: Sequence[int], ctx: IterContext) -> list[Any]:
-    """``map_func`` over ``parent[indices]`` on the pool, one chunk per worker round trip, in order."""
+def submit_many(pool: WorkerPool, indices: Sequence[int], ctx: IterContext) -> Pending:
+    """Starts ``map_func`` over ``parent[indices]`` on the pool, two chunks per worker; results in order."""
     count = max(1, len(pool.processes) * 2)
     step = -(-len(indices) // count)
     keys = [pool.submit("indices", list(indices[i : i + step]), ctx) for i in range(0, len(indices), step)]
-    out: list[Any] = []
-    for key in keys:
-        out.extend(pool.get(key, where=f"a batch of elements {indices[0]}..{indices[-1]}"))
-    return out
+    where = f"a batch of elements {indices[0]}..{indices[-1]}"
+
+    def result() -> list[Any]:
+        out: list[Any] = []
+        for key in keys:
+            out.extend(pool.get(key, where=where))
+        return out
+
+    return Pending(result, lambda: pool.forget(keys))
 
 
 class ParallelMapIterator(DatasetIterator):

@@ -15,7 +15,7 @@ from typing import Any
 
 from stratagem.data._structure import leaves
 from stratagem.data.dataset import Dataset, _check_positive
-from stratagem.data.iterator import DatasetIterator, IterContext
+from stratagem.data.iterator import DatasetIterator, IterContext, Pending
 from stratagem.data.options import AUTOTUNE
 
 _MAX_AUTOTUNE_BUFFER = 64
@@ -39,6 +39,9 @@ class PrefetchDataset(Dataset):
 
     def _get_many(self, indices: Any, ctx: IterContext) -> Any:
         return self._parents[0]._get_many(indices, ctx)
+
+    def _submit_many(self, indices: Any, ctx: IterContext) -> Pending:
+        return self._parents[0]._submit_many(indices, ctx)
 
     def _make_iterator(self, ctx: IterContext) -> DatasetIterator:
         parent = self._parents[0]._make_iterator(ctx)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from stratagem.data.dataset import Dataset, _check_positive
-from stratagem.data.iterator import DatasetIterator, IterContext
+from stratagem.data.iterator import DatasetIterator, IterContext, Pending
 from stratagem.data.options import INFINITE_CARDINALITY
 
 
@@ -30,6 +30,9 @@ class ShardDataset(Dataset):
 
     def _get_many(self, indices: Any, ctx: IterContext) -> Any:
         return self._parents[0]._get_many([i * self.num_shards + self.index for i in indices], ctx)
+
+    def _submit_many(self, indices: Any, ctx: IterContext) -> Pending:
+        return self._parents[0]._submit_many([i * self.num_shards + self.index for i in indices], ctx)
 
     def _reads_files(self) -> bool:
         return self._parents[0]._reads_files()

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from stratagem.data.dataset import Dataset, _check_positive
-from stratagem.data.iterator import DatasetIterator, IterContext
+from stratagem.data.iterator import DatasetIterator, IterContext, Pending
 
 
 def mix_seed(*parts: int) -> int:
@@ -41,8 +41,12 @@ class _ShuffleBase(Dataset):
         self._salt = zlib.crc32(str(parent).encode())
 
     def epoch_seed(self, ctx: IterContext) -> int:
-        base = self._seed if self._seed is not None else ctx.seed
-        return mix_seed(base, self._salt, ctx.epoch if self._reshuffle else 0)
+        key = (ctx.seed, ctx.epoch)
+        cached = self.__dict__.get("_seed_cache")
+        if cached is None or cached[0] != key:  # once per epoch, not once per element
+            base = self._seed if self._seed is not None else ctx.seed
+            self._seed_cache = (key, mix_seed(base, self._salt, ctx.epoch if self._reshuffle else 0))
+        return self._seed_cache[1]
 
 
 class PermutationShuffleDataset(_ShuffleBase):
@@ -68,6 +72,9 @@ class PermutationShuffleDataset(_ShuffleBase):
 
     def _get_many(self, indices: Sequence[int], ctx: IterContext) -> Any:
         return self._parents[0]._get_many(self._permutation(ctx)[np.asarray(indices, dtype=np.int64)].tolist(), ctx)
+
+    def _submit_many(self, indices: Sequence[int], ctx: IterContext) -> Pending:
+        return self._parents[0]._submit_many(self._permutation(ctx)[np.asarray(indices, dtype=np.int64)].tolist(), ctx)
 
     def __str__(self) -> str:
         return f"ShuffleDataset(permutation, seed={self._seed}) <- {self._parents[0]}"

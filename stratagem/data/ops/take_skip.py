@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from stratagem.data.dataset import Dataset
-from stratagem.data.iterator import DatasetIterator, IterContext
+from stratagem.data.iterator import DatasetIterator, IterContext, Pending
 from stratagem.data.options import INFINITE_CARDINALITY
 
 
@@ -34,6 +34,9 @@ class TakeDataset(Dataset):
 
     def _get_many(self, indices: Any, ctx: IterContext) -> Any:
         return self._parents[0]._get_many(indices, ctx)
+
+    def _submit_many(self, indices: Any, ctx: IterContext) -> Pending:
+        return self._parents[0]._submit_many(indices, ctx)
 
     def _make_iterator(self, ctx: IterContext) -> DatasetIterator:
         if self._length() is not None:
@@ -64,6 +67,9 @@ class SkipDataset(Dataset):
 
     def _get_many(self, indices: Any, ctx: IterContext) -> Any:
         return self._parents[0]._get_many([i + self.count for i in indices], ctx)
+
+    def _submit_many(self, indices: Any, ctx: IterContext) -> Pending:
+        return self._parents[0]._submit_many([i + self.count for i in indices], ctx)
 
     def _make_iterator(self, ctx: IterContext) -> DatasetIterator:
         if self._length() is not None:
