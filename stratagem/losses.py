@@ -75,12 +75,13 @@ class SparseCategoricalCrossentropy(Loss, _ProbabilityCheck):
         # (torch puts them on axis 1, hence the movedim for sequence outputs).
         target = y_true.squeeze(-1) if y_true.ndim == y_pred.ndim and y_true.shape[-1] == 1 else y_true
         target = target.long()
+        logits_first = y_pred.movedim(-1, 1) if y_pred.ndim > 2 else y_pred
         if self.from_logits:
-            return F.cross_entropy(y_pred.movedim(-1, 1), target, reduction="none")
+            return F.cross_entropy(logits_first, target, reduction="none")
         self.check(y_pred, "SparseCategoricalCrossentropy")
         probs = y_pred / y_pred.sum(dim=-1, keepdim=True)
         log_probs = torch.log(probs.clamp(_EPSILON, 1 - _EPSILON))
-        return F.nll_loss(log_probs.movedim(-1, 1), target, reduction="none")
+        return F.nll_loss(log_probs.movedim(-1, 1) if log_probs.ndim > 2 else log_probs, target, reduction="none")
 
 
 class CategoricalCrossentropy(Loss, _ProbabilityCheck):
