@@ -97,7 +97,7 @@ MEASUREMENTS: dict[str, tuple[str, Measurement]] = {
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--num-images", type=int, default=60_000, help="images per epoch (default 60000)")
-    parser.add_argument("--repeats", type=int, default=2, help="measurements per side; the best counts (default 2)")
+    parser.add_argument("--repeats", type=int, default=3, help="measurements per side; the best counts (default 3)")
     parser.add_argument("--out-dir", type=Path, default=Path(__file__).resolve().parent / "results",
                         help="where fit.json and fit.png go (default bench/results)")
     args = parser.parse_args(argv)

@@ -2,7 +2,8 @@
 
 One spawn: two gloo workers run MirroredStrategy(num_replicas=2) with
 ModelCheckpoint(save_best_only), EarlyStopping, ReduceLROnPlateau,
-TensorBoard and CSVLogger together, writing into one shared folder. The
+TensorBoard and CSVLogger together, writing into one shared folder; then
+LearningRateScheduler, TerminateOnNaN and LambdaCallback in a second fit. The
 parent runs the same scenario on one replica into another folder. The
 monitored ``val_loss`` is scripted, so the expected decisions are known; the
 real loss and metrics come from the reduced logs.
@@ -16,10 +17,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import stratagem
 from stratagem.callbacks import (
-    Callback, CSVLogger, EarlyStopping, ModelCheckpoint, ReduceLROnPlateau, TensorBoard,
+    Callback, CSVLogger, EarlyStopping, LambdaCallback, LearningRateScheduler, ModelCheckpoint,
+    ReduceLROnPlateau, TensorBoard, TerminateOnNaN,
 )
 from stratagem.checkpoint import io as checkpoint_io
 from stratagem.testing import run_workers
@@ -74,17 +77,58 @@ def _scenario(log_dir: str) -> dict:
     }
 
 
+POISON_AT_BATCH = 18  # the 18th batch overall: epoch 4 (4 batches per epoch), its 2nd batch
+
+
+def decay(epoch: int) -> float:
+    """The seed notebook's schedule."""
+    return 1e-3 if epoch < 3 else (1e-4 if epoch < 7 else 1e-5)
+
+
+def _scenario_schedule_and_nan() -> dict:
+    """LearningRateScheduler, and TerminateOnNaN on a loss made NaN (by a LambdaCallback) at a known batch."""
+    seen = {"batches": 0}
+    model = compiled_model()
+
+    def poison(batch: int, logs: dict | None) -> None:
+        seen["batches"] += 1
+        if seen["batches"] == POISON_AT_BATCH:  # every replica poisons its copy: the weights stay identical
+            with torch.no_grad():
+                model.module.weight.fill_(float("nan"))
+
+    rates = _RateAtEpochBegin()
+    x, y = data()
+    history = model.fit(x, y, batch_size=BATCH_SIZE, epochs=EPOCHS, shuffle=False, verbose=0,
+                        callbacks=[LambdaCallback(on_train_batch_begin=poison), LearningRateScheduler(decay),
+                                   TerminateOnNaN(), rates])
+    return {"rates": rates.rates, "batches": seen["batches"], "epochs_logged": len(history.epoch),
+            "learning_rate_logs": history.history.get("learning_rate", [])}
+
+
 def _worker_callbacks(rank: int, world_size: int, log_dir: str) -> dict:
     strategy = stratagem.distribute.MirroredStrategy(num_replicas=world_size)
     with strategy.scope():
-        return _scenario(log_dir)
+        result = _scenario(log_dir)
+        result["schedule_and_nan"] = _scenario_schedule_and_nan()
+        return result
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     root = tmp_path_factory.mktemp("callbacks")
     two = run_workers(_worker_callbacks, world_size=2, args=(str(root / "two"),), timeout_s=90)
-    return {"one": _scenario(str(root / "one")), "two": two, "root": root}
+    one = _scenario(str(root / "one"))
+    one["schedule_and_nan"] = _scenario_schedule_and_nan()
+    return {"one": one, "two": two, "root": root}
+
+
+def test_schedule_lambda_and_nan_stop_agree_on_every_replica(runs: dict) -> None:
+    expected_rates = [decay(epoch) for epoch in range(5)]
+    for result in (runs["one"], *runs["two"]):
+        observed = result["schedule_and_nan"]
+        assert observed["rates"] == pytest.approx(expected_rates, rel=1e-12)
+        assert observed["batches"] == POISON_AT_BATCH  # TerminateOnNaN stopped right after the NaN batch
+        assert observed["epochs_logged"] == 5
 
 
 def test_replicas_decide_identically_and_match_one_replica(runs: dict) -> None:
