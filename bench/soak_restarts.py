@@ -2,8 +2,9 @@
 
 Each run starts `stratagem run -n 2 --max-restarts 3` on
 tests/e2e/scripts/train_with_backup.py (BackupAndRestore every 2 batches),
-waits until both workers run, then a random 0.5-5 s, SIGKILLs one of the two
-workers chosen at random (the job may be starting, training or finishing), and
+waits until both workers run, then a random moment of their lifetime (as
+measured on an uninterrupted run), SIGKILLs one of the two workers chosen at
+random (the job may be starting, training or finishing), and
 lets the launcher restart the group. Reported per run and in total: whether
 the job finished, how many training steps ran twice (work lost between the
 last backup and the kill), and the largest difference between its final
@@ -56,12 +57,18 @@ def worker_pids(supervisor_pid: int) -> list[int]:
     return sorted(pids)
 
 
-def one_run(tmp: Path, index: int, reference: dict, rng: random.Random) -> dict:
-    job = start_job(tmp, f"run{index}")
+def wait_for_workers(job: subprocess.Popen[str]) -> None:
     deadline = time.monotonic() + 60
-    while len(pids := worker_pids(job.pid)) < 2 and time.monotonic() < deadline:
+    while len(worker_pids(job.pid)) < 2 and time.monotonic() < deadline and job.poll() is None:
         time.sleep(0.05)
-    delay = rng.uniform(0.5, 5.0)  # after both workers exist: start-up, training or shutdown
+
+
+def one_run(tmp: Path, index: int, reference: dict, rng: random.Random, lifetime_s: float) -> dict:
+    job = start_job(tmp, f"run{index}")
+    wait_for_workers(job)
+    # A random moment of the workers' lifetime (measured on the reference run):
+    # start-up, rendezvous, training or the end of it.
+    delay = rng.uniform(0.05, 0.95) * lifetime_s
     time.sleep(delay)
     pids = worker_pids(job.pid)
     killed = None
@@ -90,14 +97,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="stratagem-soak-") as folder:
         tmp = Path(folder)
         reference_job = start_job(tmp, "reference")
+        wait_for_workers(reference_job)
+        started = time.monotonic()
         reference_job.communicate(timeout=300)
+        lifetime_s = time.monotonic() - started
         reference = load_state(tmp / "reference.safetensors")
         runs = []
         for index in range(args.runs):
-            runs.append(one_run(tmp, index, reference, rng))
+            runs.append(one_run(tmp, index, reference, rng, lifetime_s))
             print(json.dumps(runs[-1]), flush=True)
     summary = {
         "runs": len(runs),
+        "worker_lifetime_s": round(lifetime_s, 2),
         "kills": sum(r["killed_worker"] is not None for r in runs),
         "survived": sum(r["exit_code"] == 0 for r in runs),
         "steps_repeated_total": sum(r["steps_repeated"] for r in runs),

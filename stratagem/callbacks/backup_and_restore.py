@@ -3,7 +3,11 @@
 Keras' semantics: on ``fit`` start, if ``backup_dir`` holds a backup, training
 continues from it (mid-epoch if it was taken mid-epoch); when ``fit``
 completes, the backup is deleted (``delete_checkpoint=True``), so a later run
-starts fresh. The backup is written by the chief, atomically; the two newest
+starts fresh. One refinement: at the end of ``fit`` a final backup marked
+*completed* replaces the others, so a worker killed after training but before
+its process exits costs nothing: the launcher's restart
+(``STRATAGEM_RESTART_COUNT`` > 0) restores the final state and skips training,
+while any fresh run deletes it and starts over, as in Keras. The backup is written by the chief, atomically; the two newest
 are kept, and a damaged newest one falls back to the one before with a
 warning. Every replica must see ``backup_dir`` (a shared folder across hosts).
 """
@@ -20,9 +24,16 @@ from stratagem.callbacks.callback import Callback
 from stratagem.checkpoint import state as training_state
 from stratagem.checkpoint.io import load_state, save_state
 from stratagem.errors import CheckpointError
+from stratagem.launcher.environment import RESTART_COUNT_ENV
 
 _NAME = re.compile(r"^backup-(\d+)\.pt$")
 _KEEP = 2
+_PAST_THE_END = 2**62  # a fit position after every epoch: the restored job trains no more
+
+
+def _is_restart() -> bool:
+    """True in a worker the launcher restarted (``stratagem run --max-restarts``)."""
+    return int(os.environ.get(RESTART_COUNT_ENV, "0") or 0) > 0
 
 
 class BackupAndRestore(Callback):
@@ -56,7 +67,12 @@ class BackupAndRestore(Callback):
             except CheckpointError as err:
                 warnings.warn(f"Skipping a damaged backup and trying the previous one: {err}", stacklevel=2)
                 continue
+            if state.get("completed") and not _is_restart():
+                self._delete_all()  # a finished job run again: start fresh, as Keras does
+                return
             training_state.restore(self.model, self._others(), state)
+            if state.get("completed"):  # the same job, restarted after its training had finished
+                self.model._fit_position.epoch = _PAST_THE_END
             self._counter = int(_NAME.match(path.name).group(1))  # type: ignore[union-attr]
             self.restored_from = str(path)
             return
@@ -71,18 +87,23 @@ class BackupAndRestore(Callback):
             self._backup()
 
     def on_train_end(self, logs: dict[str, float] | None = None) -> None:
-        if self.delete_checkpoint and self.model.distribute_strategy.is_chief:
-            for path in self._backups_newest_first():
-                path.unlink(missing_ok=True)
+        if self.delete_checkpoint:
+            self._backup(completed=True, keep=1)
 
-    def _backup(self) -> None:
+    def _backup(self, *, completed: bool = False, keep: int = _KEEP) -> None:
         state = training_state.capture(self.model, self._others())  # a collective: every replica calls it
         if not self.model.distribute_strategy.is_chief:
             return
+        state["completed"] = completed
         self._counter += 1
         save_state(self.backup_dir / f"backup-{self._counter}.pt", state)
-        for old in self._backups_newest_first()[_KEEP:]:
+        for old in self._backups_newest_first()[keep:]:
             old.unlink(missing_ok=True)
+
+    def _delete_all(self) -> None:
+        if self.model.distribute_strategy.is_chief:
+            for path in self._backups_newest_first():
+                path.unlink(missing_ok=True)
 
     def _others(self) -> list[Any]:
         return [c for c in self.model._callbacks if c is not self]
