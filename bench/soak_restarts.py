@@ -10,7 +10,7 @@ the job finished, how many training steps ran twice (work lost between the
 last backup and the kill), and the largest difference between its final
 weights and an uninterrupted run's. Writes bench/results/soak.json.
 
-    .venv/bin/python bench/soak_restarts.py --runs 20
+    .venv/bin/python bench/soak_restarts.py --kills 20
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def one_run(tmp: Path, index: int, reference: dict, rng: random.Random, lifetime
     wait_for_workers(job)
     # A random moment of the workers' lifetime (measured on the reference run):
     # start-up, rendezvous, training or the end of it.
-    delay = rng.uniform(0.05, 0.95) * lifetime_s
+    delay = rng.uniform(0.05, 0.8) * lifetime_s
     time.sleep(delay)
     pids = worker_pids(job.pid)
     killed = None
@@ -89,7 +89,8 @@ def one_run(tmp: Path, index: int, reference: dict, rng: random.Random, lifetime
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--kills", type=int, default=20, help="runs continue until this many kills landed")
+    parser.add_argument("--max-runs", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="bench/results/soak.json")
     args = parser.parse_args()
@@ -102,9 +103,9 @@ def main() -> None:
         reference_job.communicate(timeout=300)
         lifetime_s = time.monotonic() - started
         reference = load_state(tmp / "reference.safetensors")
-        runs = []
-        for index in range(args.runs):
-            runs.append(one_run(tmp, index, reference, rng, lifetime_s))
+        runs: list[dict] = []
+        while sum(r["killed_worker"] is not None for r in runs) < args.kills and len(runs) < args.max_runs:
+            runs.append(one_run(tmp, len(runs), reference, rng, lifetime_s))
             print(json.dumps(runs[-1]), flush=True)
     summary = {
         "runs": len(runs),
