@@ -9,6 +9,7 @@ from stratagem.distribute.cluster import (
     TorchrunClusterResolver,
     resolve_cluster,
 )
+from stratagem.distribute.central_storage import CentralStorageStrategy
 from stratagem.distribute.context import get_strategy, has_strategy
 from stratagem.distribute.input_context import InputContext
 from stratagem.distribute.mirrored import MirroredStrategy
@@ -19,7 +20,7 @@ from stratagem.distribute.strategy import Strategy
 from stratagem.distribute.values import PerReplica, ReduceOp
 
 __all__ = [
-    "ClusterResolver", "ClusterSpec", "CommunicationImplementation", "CommunicationOptions", "InputContext",
+    "CentralStorageStrategy", "ClusterResolver", "ClusterSpec", "CommunicationImplementation", "CommunicationOptions", "InputContext",
     "MirroredStrategy", "MultiWorkerMirroredStrategy", "OneDeviceStrategy", "PerReplica", "ReduceOp",
     "SimpleClusterResolver", "SlurmClusterResolver", "Strategy", "TFConfigClusterResolver",
     "TorchrunClusterResolver", "get_strategy", "has_strategy", "resolve_cluster",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import torch
 from typing_extensions import override
@@ -53,31 +54,43 @@ class MirroredStrategy(CollectiveStrategy):
 
     @override
     def _resolve(self) -> tuple[int, int, int, int, str, int, torch.device]:
-        wanted = len(self._devices)
-        if "RANK" not in os.environ:
-            if wanted > 1:
-                _launch_script(wanted)  # does not return
-            return 0, 1, 0, 1, "127.0.0.1", 0, self._devices[0]
-        resolver = TorchrunClusterResolver()
-        self._cluster_resolver = resolver
-        if resolver.local_world_size != resolver.world_size:
-            raise ConfigurationError(
-                "MirroredStrategy runs on one host, but this job spans several "
-                f"({resolver.world_size} processes, {resolver.local_world_size} on this host). Use "
-                "MultiWorkerMirroredStrategy for multi-host jobs. Received: "
-                f"world_size={resolver.world_size}, local_world_size={resolver.local_world_size}"
-            )
-        explicit = len(self._devices) if self._explicit else None
-        if explicit is not None and explicit != resolver.world_size:
-            raise ConfigurationError(
-                f"The strategy asks for {explicit} replicas but the job was launched with "
-                f"{resolver.world_size} processes (one per replica). Launch with -n {explicit}, or "
-                f"drop the replica count. Received: replicas={explicit}, world_size={resolver.world_size}"
-            )
-        rank = resolver.rank if resolver.rank is not None else 0
-        device = self._devices[resolver.local_rank] if self._explicit else _default_device(resolver.local_rank)
-        return (rank, resolver.world_size, resolver.local_rank, resolver.local_world_size,
-                resolver.master_addr, resolver.master_port, device)
+        self._cluster_resolver, placement = resolve_one_host(self._devices, self._explicit, type(self).__name__)
+        return placement
+
+
+Placement = tuple[int, int, int, int, str, int, torch.device]
+
+
+def resolve_one_host(devices: list[torch.device], explicit: bool, strategy_name: str) -> tuple[Any, Placement]:
+    """This process's place in a one-host job of ``len(devices)`` replicas (starting them if needed).
+
+    Returns the torchrun-variable resolver (None for a single in-process
+    replica) and ``(rank, world_size, local_rank, local_world_size,
+    master_addr, master_port, device)``.
+    """
+    wanted = len(devices)
+    if "RANK" not in os.environ:
+        if wanted > 1:
+            _launch_script(wanted)  # does not return
+        return None, (0, 1, 0, 1, "127.0.0.1", 0, devices[0])
+    resolver = TorchrunClusterResolver()
+    if resolver.local_world_size != resolver.world_size:
+        raise ConfigurationError(
+            f"{strategy_name} runs on one host, but this job spans several "
+            f"({resolver.world_size} processes, {resolver.local_world_size} on this host). Use "
+            "MultiWorkerMirroredStrategy for multi-host jobs. Received: "
+            f"world_size={resolver.world_size}, local_world_size={resolver.local_world_size}"
+        )
+    if explicit and wanted != resolver.world_size:
+        raise ConfigurationError(
+            f"The strategy asks for {wanted} replicas but the job was launched with "
+            f"{resolver.world_size} processes (one per replica). Launch with -n {wanted}, or "
+            f"drop the replica count. Received: replicas={wanted}, world_size={resolver.world_size}"
+        )
+    rank = resolver.rank if resolver.rank is not None else 0
+    device = devices[resolver.local_rank] if explicit else _default_device(resolver.local_rank)
+    return resolver, (rank, resolver.world_size, resolver.local_rank, resolver.local_world_size,
+                      resolver.master_addr, resolver.master_port, device)
 
 
 def _parse_devices(devices: list[str] | None, num_replicas: int | None) -> tuple[list[torch.device], bool]:

@@ -179,6 +179,10 @@ class Strategy(abc.ABC):
     def _is_chief(self) -> bool:
         return self._replica_id == 0
 
+    def _optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Applies the (already synchronised) gradients; CentralStorage updates on the chief only."""
+        optimizer.step()
+
     def _teardown(self) -> None:
         """Releases the process group; the default strategy has none."""
 

@@ -108,7 +108,7 @@ class Model:
         y_pred = self._train_module(x)
         loss, per_example = self.compute_loss(x, y, y_pred, sample_weight)
         loss.backward()  # DDP sums gradients across replicas during backward
-        self.optimizer.step()
+        self._strategy._optimizer_step(self.optimizer._built())
         self._require_compiled().update(y, y_pred, sample_weight, per_example)
 
     def test_step(self, data: Any) -> None:

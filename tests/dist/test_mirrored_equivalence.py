@@ -14,30 +14,11 @@ import torch
 
 import stratagem
 from stratagem.testing import run_workers
-from tests.dist._models import classification_data, small_cnn, state_as_numpy
+from tests.dist._models import small_cnn, state_as_numpy, train_small_cnn as _train
 
 pytestmark = pytest.mark.dist
 
-GLOBAL_BATCH = 16
-# 24 full steps and a short last batch of 5 examples (split 3 + 2 on two replicas).
-NUM_SAMPLES = GLOBAL_BATCH * 24 + 5
 OPTIMIZERS = ("sgd", "adam")
-
-
-def _train(optimizer: str) -> dict:
-    x, y = classification_data(NUM_SAMPLES)
-    model = stratagem.Model(small_cnn())
-    model.compile(optimizer=optimizer, loss=stratagem.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"])
-    torch.manual_seed(123)  # the shuffle seed is drawn from torch's RNG on the chief
-    history = model.fit(x, y, batch_size=GLOBAL_BATCH, epochs=2, verbose=0)
-    x_test, y_test = classification_data(37, seed=7)  # 37: uneven on every batch size used
-    return {
-        "state": state_as_numpy(model.module),
-        "history": history.history,
-        "evaluate": model.evaluate(x_test, y_test, batch_size=8, return_dict=True),
-        "predict": model.predict(x_test, batch_size=8),
-    }
 
 
 def _worker_fit(rank: int, world_size: int) -> dict:

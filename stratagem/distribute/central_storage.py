@@ -1,0 +1,108 @@
+"""``CentralStorageStrategy``: one copy of the variables' update state, on the chief.
+
+One host, one process per replica. Each replica computes gradients on its
+share of the global batch; the gradients are summed onto the chief (one
+``reduce``), the chief alone runs the optimizer, so optimizer state (Adam's
+moments, momentum buffers) exists once instead of once per replica, and the
+chief broadcasts the new values to every replica (one ``broadcast``). The
+update equals one replica's on the global batch.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from typing_extensions import override
+
+from stratagem.distribute import collectives
+from stratagem.distribute._collective import CollectiveStrategy
+from stratagem.distribute.mirrored import _parse_devices, resolve_one_host
+from stratagem.distribute.one_device import parse_device
+from stratagem.distribute.options import CommunicationOptions
+
+
+class CentralStorageStrategy(CollectiveStrategy):
+    """Synchronous training with the optimizer, and its state, only on the chief.
+
+    Args:
+        compute_devices: Replica devices (``["cuda:0", "cuda:1"]``, ``["cpu:0", "cpu:1"]``);
+            default every visible GPU, else one CPU replica.
+        parameter_device: Where the central copy lives: it is the chief's replica
+            device (``"cpu"`` or ``"cuda:0"``); another device is refused.
+        num_replicas: Number of CPU replicas (a shorthand for ``compute_devices``).
+        communication_options: ``CommunicationOptions`` (timeout, backend).
+
+    Example:
+        >>> strategy = CentralStorageStrategy(num_replicas=2)  # doctest: +SKIP
+        >>> with strategy.scope():  # doctest: +SKIP
+        ...     model = stratagem.Model(net)
+        ...     model.compile(optimizer="adam", loss="mse")
+    """
+
+    def __init__(
+        self,
+        compute_devices: list[str] | None = None,
+        parameter_device: str | None = None,
+        *,
+        num_replicas: int | None = None,
+        communication_options: CommunicationOptions | None = None,
+    ) -> None:
+        self._devices, self._explicit = _parse_devices(compute_devices, num_replicas)
+        self._parameter_device = parse_device(parameter_device) if parameter_device is not None else None
+        super().__init__(communication_options=communication_options)
+        if self._parameter_device is not None and self._parameter_device.type != self._device.type:
+            raise ValueError(
+                "parameter_device must be the chief replica's device type: the chief holds the central copy. "
+                f"Received: parameter_device={parameter_device!r}, replica device={self._device}"
+            )
+
+    @override
+    def _resolve(self) -> tuple[int, int, int, int, str, int, torch.device]:
+        self._cluster_resolver, placement = resolve_one_host(self._devices, self._explicit, type(self).__name__)
+        return placement
+
+    @override
+    def _wrap_module(self, module: nn.Module) -> nn.Module:
+        module = module.to(self._device)
+        if self._num_replicas > 1:
+            # Every replica starts from the chief's values, as DDP would arrange.
+            flat = _flatten([p.data for p in module.parameters()])
+            with collectives.collective_errors("broadcast", timeout_s=self._timeout_s):
+                dist.broadcast(flat, src=0)
+            _unflatten_into(flat, [p.data for p in module.parameters()])
+        return module
+
+    @override
+    def _optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        if self._num_replicas == 1:
+            optimizer.step()
+            return
+        # NOTE: each replica's loss is already divided by the GLOBAL batch, so the
+        # SUM of the replicas' gradients is the one-device gradient of the batch.
+        grads = _flatten([p.grad if p.grad is not None else torch.zeros_like(p) for p in params])
+        with collectives.collective_errors("reduce", timeout_s=self._timeout_s):
+            dist.reduce(grads, dst=0, op=dist.ReduceOp.SUM)
+        if self._replica_id == 0:
+            for p in params:
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+            _unflatten_into(grads, [p.grad for p in params])
+            optimizer.step()  # the only replica with optimizer state
+        values = _flatten([p.data for p in params])
+        with collectives.collective_errors("broadcast", timeout_s=self._timeout_s):
+            dist.broadcast(values, src=0)
+        _unflatten_into(values, [p.data for p in params])
+
+
+def _flatten(tensors: list[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([t.detach().reshape(-1) for t in tensors]) if tensors else torch.zeros(0)
+
+
+def _unflatten_into(flat: torch.Tensor, targets: list[torch.Tensor]) -> None:
+    offset = 0
+    for target in targets:
+        count = target.numel()
+        target.copy_(flat[offset : offset + count].view_as(target))
+        offset += count
