@@ -81,6 +81,27 @@ class DatasetIterator(Iterator[Any], abc.ABC):
             pass
 
 
+class ParentPositionIterator(DatasetIterator):
+    """A streaming iterator whose position is exactly its parent's (map, filter, batch, ...).
+
+    Subclasses set ``self._parent`` and implement ``__next__``.
+    """
+
+    _PARENT = "parent"
+    _parent: DatasetIterator
+
+    def get_state(self) -> dict[str, Any]:
+        return {self._PARENT: self._parent.get_state()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._parent.set_state(state[self._PARENT])
+
+    def close(self) -> None:
+        parent = getattr(self, "_parent", None)
+        if parent is not None:
+            parent.close()
+
+
 class IndexIterator(DatasetIterator):
     """Iterates a random-access dataset by position: its state is one integer."""
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from stratagem.data._structure import stack
 from stratagem.data.dataset import Dataset, _check_positive
-from stratagem.data.iterator import DatasetIterator, IndexIterator, IterContext, Pending
+from stratagem.data.iterator import DatasetIterator, IndexIterator, IterContext, Pending, ParentPositionIterator
 from stratagem.data.options import INFINITE_CARDINALITY
 
 
@@ -92,9 +92,7 @@ class LookaheadBatchIterator(IndexIterator):
         self._drop_pending()
 
 
-class _StreamingBatchIterator(DatasetIterator):
-    _PARENT = "parent"
-
+class _StreamingBatchIterator(ParentPositionIterator):
     def __init__(self, parent: DatasetIterator, batch_size: int, drop_remainder: bool) -> None:
         self._parent, self._batch_size, self._drop = parent, batch_size, drop_remainder
 
@@ -108,12 +106,3 @@ class _StreamingBatchIterator(DatasetIterator):
         if not elements or (self._drop and len(elements) < self._batch_size):
             raise StopIteration
         return stack(elements)
-
-    def get_state(self) -> dict[str, Any]:
-        return {self._PARENT: self._parent.get_state()}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        self._parent.set_state(state[self._PARENT])
-
-    def close(self) -> None:
-        self._parent.close()

@@ -15,7 +15,7 @@ import torch
 
 from stratagem.data._structure import call_with_element
 from stratagem.data.dataset import Dataset
-from stratagem.data.iterator import DatasetIterator, IterContext
+from stratagem.data.iterator import DatasetIterator, IterContext, ParentPositionIterator
 
 
 class FilterDataset(Dataset):
@@ -51,9 +51,7 @@ class FilterDataset(Dataset):
         return f"FilterDataset({getattr(self._predicate, '__name__', 'predicate')}) <- {self._parents[0]}"
 
 
-class _FilterIterator(DatasetIterator):
-    _PARENT = "parent"
-
+class _FilterIterator(ParentPositionIterator):
     def __init__(self, parent: DatasetIterator, predicate: Callable[..., Any]) -> None:
         self._parent, self._predicate = parent, predicate
 
@@ -62,15 +60,6 @@ class _FilterIterator(DatasetIterator):
             element = next(self._parent)
             if as_predicate_bool(call_with_element(self._predicate, element)):
                 return element
-
-    def get_state(self) -> dict[str, Any]:
-        return {self._PARENT: self._parent.get_state()}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        self._parent.set_state(state[self._PARENT])
-
-    def close(self) -> None:
-        self._parent.close()
 
 
 def as_predicate_bool(result: Any) -> bool:

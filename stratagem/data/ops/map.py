@@ -15,7 +15,7 @@ from typing import Any
 
 from stratagem.data._structure import call_with_element, stack, unstack
 from stratagem.data.dataset import Dataset, _check_positive
-from stratagem.data.iterator import DatasetIterator, IterContext, Pending
+from stratagem.data.iterator import DatasetIterator, IterContext, Pending, ParentPositionIterator
 
 
 class MapDataset(Dataset):
@@ -96,20 +96,9 @@ class MapDataset(Dataset):
         return f"MapDataset({name}, num_parallel_calls={self._num_parallel_calls}) <- {self._parents[0]}"
 
 
-class _StreamingMapIterator(DatasetIterator):
-    _PARENT = "parent"
-
+class _StreamingMapIterator(ParentPositionIterator):
     def __init__(self, parent: DatasetIterator, fn: Callable[..., Any]) -> None:
         self._parent, self._fn = parent, fn
 
     def __next__(self) -> Any:
         return call_with_element(self._fn, next(self._parent))
-
-    def get_state(self) -> dict[str, Any]:
-        return {self._PARENT: self._parent.get_state()}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        self._parent.set_state(state[self._PARENT])
-
-    def close(self) -> None:
-        self._parent.close()

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from stratagem.data.dataset import Dataset, _check_positive
-from stratagem.data.iterator import DatasetIterator, IterContext
+from stratagem.data.iterator import DatasetIterator, IterContext, ParentPositionIterator
 from stratagem.data.options import INFINITE_CARDINALITY
 
 
@@ -79,9 +79,7 @@ class PaddedBatchDataset(Dataset):
                 f"drop_remainder={self.drop_remainder}) <- {self._parents[0]}")
 
 
-class _StreamingPaddedBatchIterator(DatasetIterator):
-    _PARENT = "parent"
-
+class _StreamingPaddedBatchIterator(ParentPositionIterator):
     def __init__(self, parent: DatasetIterator, dataset: PaddedBatchDataset) -> None:
         self._parent, self._dataset = parent, dataset
 
@@ -95,15 +93,6 @@ class _StreamingPaddedBatchIterator(DatasetIterator):
         if not elements or (self._dataset.drop_remainder and len(elements) < self._dataset.batch_size):
             raise StopIteration
         return self._dataset.pad(elements)
-
-    def get_state(self) -> dict[str, Any]:
-        return {self._PARENT: self._parent.get_state()}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        self._parent.set_state(state[self._PARENT])
-
-    def close(self) -> None:
-        self._parent.close()
 
 
 class _Where:
