@@ -27,5 +27,10 @@ test: .venv/.stamp
 bench: .venv/.stamp
 	$(PY) bench/bench_fit.py; fit=$$?; $(PY) bench/bench_data.py; data=$$?; exit $$((fit || data))
 
+# Type-checks the package (STYLE section 9); mypy is installed on first use, not for make test.
+lint: .venv/.stamp
+	$(PIP) install "mypy>=1.8" 2>&1 | grep -v "is ignored: it is neither" || true
+	$(PY) -m mypy stratagem --ignore-missing-imports
+
 clean:
 	rm -rf .venv bench/results

@@ -46,15 +46,17 @@ class LambdaCallback(Callback):
                  on_train_batch_begin: _Hook | None = None, on_train_batch_end: _Hook | None = None,
                  **kwargs: _Hook) -> None:
         super().__init__()
-        hooks = {"on_epoch_begin": on_epoch_begin, "on_epoch_end": on_epoch_end, "on_train_begin": on_train_begin,
-                 "on_train_end": on_train_end, "on_train_batch_begin": on_train_batch_begin,
-                 "on_train_batch_end": on_train_batch_end}
-        for name, fn in kwargs.items():
+        hooks: dict[str, _Hook | None] = {
+            "on_epoch_begin": on_epoch_begin, "on_epoch_end": on_epoch_end, "on_train_begin": on_train_begin,
+            "on_train_end": on_train_end, "on_train_batch_begin": on_train_batch_begin,
+            "on_train_batch_end": on_train_batch_end,
+        }
+        for name, extra in kwargs.items():
             hook = _ALIASES.get(name, name)
             if hook not in _HOOKS:
                 raise TypeError(f"LambdaCallback got an unknown hook. Expected one of {list(_HOOKS)}. "
                                 f"Received: {name}")
-            hooks[hook] = fn
+            hooks[hook] = extra
         for hook, fn in hooks.items():
             if fn is not None:
                 # An instance attribute shadows the class's marked no-op, so

@@ -83,6 +83,7 @@ class ProgbarLogger(Callback):
         parts += [f"{key}: {value:.4f}" for key, value in logs.items()]
         batch_size = self.params.get("batch_size")
         if batch_size:
-            samples = self.params.get("samples") if final and self.params.get("samples") else step * batch_size
+            samples = self.params.get("samples") or 0 if final else 0
+            samples = samples or step * batch_size
             parts.append(f"{samples / elapsed:.0f} samples/s")
         return " - ".join(parts)

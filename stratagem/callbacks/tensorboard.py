@@ -139,8 +139,8 @@ class TensorBoard(Callback):
         if not batch_size or not steps:
             return None
         # A full pass over arrays ends in a short batch: count the real examples then.
-        full_pass = samples and steps == -(-samples // batch_size)
-        epoch_samples = samples if full_pass else steps * batch_size
+        full_pass = samples is not None and steps == -(-samples // batch_size)
+        epoch_samples = samples if full_pass and samples is not None else steps * batch_size
         return epoch_samples / max(time.perf_counter() - self._epoch_start, 1e-9)
 
     def _log_weights(self, epoch: int) -> None:

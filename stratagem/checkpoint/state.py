@@ -26,7 +26,7 @@ def capture(model: Any, callbacks: list[Any]) -> dict[str, Any]:
     strategy = model.distribute_strategy
     torch_rng = torch.get_rng_state().to(torch.int64).reshape(1, -1)
     all_torch_rng = strategy.gather(torch_rng.to(strategy.device), axis=0).cpu()
-    np_state = np.random.get_state()
+    np_state: Any = np.random.get_state(legacy=True)  # ('MT19937', keys, pos, has_gauss, cached_gaussian)
     return {
         "format": FORMAT_VERSION,
         "world_size": strategy.num_replicas_in_sync,

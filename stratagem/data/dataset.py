@@ -37,7 +37,7 @@ class Dataset(abc.ABC):
 
     def __init__(self, *parents: Dataset) -> None:
         self._parents = parents
-        self._options = parents[0]._options if parents else Options()
+        self._options: Options = parents[0]._options if parents else Options()
         self._epochs_started = 0
         self._default_seed: int | None = None
 

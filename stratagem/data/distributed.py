@@ -196,7 +196,8 @@ class _IterableImpl:
     def get_state(self) -> dict[str, Any]:
         raise TypeError("A plain iterable has no saved position; use a stratagem.data.Dataset to checkpoint input.")
 
-    set_state = get_state  # type: ignore[assignment]
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.get_state()  # raises the same explanation
 
     def close(self) -> None:
         pass

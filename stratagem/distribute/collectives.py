@@ -39,16 +39,14 @@ def init_process_group(
         os.environ.setdefault("GLOO_SOCKET_IFNAME", _loopback_interface())
     store = _connect_store(rank=rank, master_addr=master_addr, master_port=master_port, timeout_s=timeout_s)
     _wait_for_ranks(store, rank=rank, world_size=world_size, timeout_s=timeout_s)
-    kwargs = {}
-    if backend == "nccl":
-        kwargs["device_id"] = torch.device("cuda", torch.cuda.current_device())
+    device_id = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else None
     dist.init_process_group(
         backend,
         store=dist.PrefixStore("stratagem/pg", store),
         rank=rank,
         world_size=world_size,
         timeout=datetime.timedelta(seconds=timeout_s),
-        **kwargs,
+        device_id=device_id,
     )
     # Keep the store alive as long as the group: rank 0 serves it.
     global _store
@@ -67,7 +65,8 @@ def destroy_process_group(*, graceful: bool = False, timeout_s: float = 10.0) ->
     is still leaving can abort that peer's process.
     """
     global _store
-    rank = world_size = None
+    rank: int | None = None
+    world_size = 0
     if dist.is_available() and dist.is_initialized():
         rank, world_size = dist.get_rank(), dist.get_world_size()
         dist.destroy_process_group()
@@ -187,12 +186,9 @@ def wrap_ddp(module: nn.Module, *, device: torch.device, bucket_cap_mb: float | 
     gradient of the mean loss over the global batch, also when the last batch
     splits unevenly. DDP's default would divide by the world size again.
     """
-    kwargs: dict[str, object] = {}
-    if device.type == "cuda":
-        kwargs["device_ids"] = [device.index]
-    if bucket_cap_mb:
-        kwargs["bucket_cap_mb"] = bucket_cap_mb
-    ddp = nn.parallel.DistributedDataParallel(module, **kwargs)
+    ddp = nn.parallel.DistributedDataParallel(
+        module, device_ids=[device.index] if device.type == "cuda" else None, bucket_cap_mb=bucket_cap_mb or None,
+    )
     ddp.register_comm_hook(state=None, hook=_allreduce_sum_hook)
     return ddp
 
@@ -214,7 +210,7 @@ def _is_loopback(host: str) -> bool:
         infos = socket.getaddrinfo(host, None)
     except OSError:
         return False
-    return all(info[4][0].startswith("127.") or info[4][0] == "::1" for info in infos)
+    return all(str(info[4][0]).startswith("127.") or str(info[4][0]) == "::1" for info in infos)
 
 
 def _loopback_interface() -> str:

@@ -119,11 +119,11 @@ class Strategy(abc.ABC):
         moved = tensor.movedim(axis, 0)
         sizes = torch.zeros(self._num_replicas, dtype=torch.float64, device=tensor.device)
         sizes[self._replica_id] = moved.shape[0]
-        sizes = self._all_reduce(sizes, ReduceOp.SUM).long().tolist()
+        counts: list[int] = self._all_reduce(sizes, ReduceOp.SUM).long().tolist()
         # All-reduce of zero-padded slots: each replica writes only its own rows,
         # so the sum is the concatenation. Uses the one collective every strategy has.
-        offset = sum(sizes[: self._replica_id])
-        buffer = torch.zeros((sum(sizes), *moved.shape[1:]), dtype=moved.dtype, device=moved.device)
+        offset = sum(counts[: self._replica_id])
+        buffer = torch.zeros((sum(counts), *moved.shape[1:]), dtype=moved.dtype, device=moved.device)
         buffer[offset : offset + moved.shape[0]] = moved
         return self._all_reduce(buffer, ReduceOp.SUM).movedim(0, axis)
 

@@ -246,7 +246,7 @@ def _write_folder(model: Model, spec: InputSpec, folder: Path) -> None:
         raise CheckpointError(f"save_model wrote a program that load_model would refuse "
                               f"(torch {torch.__version__}). {err}") from err
     text = json.dumps(_metadata(model, spec), indent=2, sort_keys=True)
-    _write(folder / METADATA_FILE, lambda path: Path(path).write_text(text, encoding="utf-8"))
+    _write(folder / METADATA_FILE, lambda path: None if Path(path).write_text(text, encoding="utf-8") else None)
     _fsync(folder)
 
 

@@ -215,7 +215,8 @@ class _MemoryStore:
 
 class _MemoryWriter:
     def __init__(self, store: _MemoryStore) -> None:
-        self._store, self._elements = store, []
+        self._store = store
+        self._elements: list[Any] = []
 
     def append(self, element: Any) -> None:
         self._elements.append(element)
@@ -314,7 +315,7 @@ class _FileWriter:
             os.makedirs(directory, exist_ok=True)
         temp = f"{self._store.chunk_path(len(self._temps))}.{self._token}"
         with open(temp, "wb") as f:  # a file object: np.savez would append ".npz" to a name
-            np.savez(f, **self._pending)
+            np.savez(f, **self._pending)  # type: ignore[arg-type]  # numpy's stub types **kwds too narrowly
             f.flush()
             os.fsync(f.fileno())  # on disk before the index can name it
         self._temps.append(temp)

@@ -230,9 +230,10 @@ class _TextLineIterator(DatasetIterator):
                 self._current = _name_of(next(self._names))
             except StopIteration:
                 return False
-        self._handle = gzip.open(self._current, "rb") if self._compression == "GZIP" else open(self._current, "rb")
+        handle: Any = gzip.open(self._current, "rb") if self._compression == "GZIP" else open(self._current, "rb")
+        self._handle = handle
         if self._offset:
-            self._handle.seek(self._offset)
+            handle.seek(self._offset)
         return True
 
     def get_state(self) -> dict[str, Any]:

@@ -164,6 +164,7 @@ def _pad_leaves(elements: list[Any], spec: Any, value: Any, where: _Where) -> An
         value = value.item()
     if value is not None and np.ndim(value) != 0:
         raise ValueError(f"padding_values must hold scalars. Received: a value of shape {np.shape(value)}")
+    out: Any
     if isinstance(elements[0], torch.Tensor):
         out = torch.full((len(elements), *target), 0 if value is None else value, dtype=elements[0].dtype)
     else:

@@ -251,7 +251,7 @@ class ParallelMapIterator(DatasetIterator):
         self._window = 0
 
     def get_state(self) -> dict[str, Any]:
-        state = {self._INDEX: self._next_out, self._EPOCH: self._ctx.epoch, self._SEED: self._ctx.seed}
+        state: dict[str, Any] = {self._INDEX: self._next_out, self._EPOCH: self._ctx.epoch, self._SEED: self._ctx.seed}
         if self._parent_iter is not None:
             state[self._PARENT] = self._state_after[self._next_out - 1]
         return state
@@ -342,8 +342,9 @@ class ParallelMapIterator(DatasetIterator):
 
     def close(self) -> None:
         self._close_pool()
-        if getattr(self, "_parent_iter", None) is not None:
-            self._parent_iter.close()
+        parent = getattr(self, "_parent_iter", None)
+        if parent is not None:
+            parent.close()
 
 
 def _worker_main(dataset: Any, tasks: Any, results: Any) -> None:
