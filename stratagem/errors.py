@@ -13,6 +13,7 @@ __all__ = [
     "CollectiveTimeoutError",
     "WorkerFailedError",
     "CheckpointError",
+    "ParameterServerError",
 ]
 
 
@@ -67,4 +68,14 @@ class CheckpointError(StratagemError):
 
     Raised on a corrupt, truncated or unsafe file; the message names the
     file. Recover by loading an older checkpoint.
+    """
+
+
+class ParameterServerError(StratagemError, RuntimeError):
+    """A parameter server refused a request, or could not be reached in time.
+
+    Raised by the parameter-server client. A refused request (a malformed
+    message, an unknown variable, a shape or dtype that does not match) leaves
+    the server serving; the message says what was wrong. An unreachable server
+    names its address: restart it, or resume the job from its last checkpoint.
     """

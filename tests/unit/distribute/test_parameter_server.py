@@ -1,0 +1,113 @@
+"""Parameter-server building blocks: partitioners, the wire format, servers on 127.0.0.1.
+
+The servers run in this process (gRPC threads, loopback only); the message
+tests send bytes straight to a server, as a broken or hostile client would.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from stratagem.distribute.ps import FixedShardsPartitioner, MaxSizePartitioner, MinSizePartitioner, wire
+from stratagem.distribute.ps.client import PSClient, ShardedVariables
+from stratagem.distribute.ps.partitioners import shard_rows
+from stratagem.distribute.ps.server import ParameterServer
+from stratagem.errors import ParameterServerError
+
+EMBEDDING = (10, 4)  # 160 bytes of float32; 16 per row
+
+
+@pytest.mark.parametrize(("partitioner", "expected"), [
+    (FixedShardsPartitioner(3), [3, 1]),
+    (FixedShardsPartitioner(20), [10, 1]),           # never more shards than rows
+    (MinSizePartitioner(min_shard_bytes=64, max_shards=8), [2, 1]),   # 160 // 64
+    (MinSizePartitioner(min_shard_bytes=1000, max_shards=8), [1, 1]),
+    (MaxSizePartitioner(max_shard_bytes=48), [4, 1]),  # 3 rows of 16 bytes per shard -> ceil(10 / 3)
+    (MaxSizePartitioner(max_shard_bytes=48, max_shards=2), [2, 1]),
+    (MaxSizePartitioner(max_shard_bytes=8), [10, 1]),  # a row is never split
+])
+def test_partitioners_follow_tensorflow(partitioner: object, expected: list[int]) -> None:
+    assert partitioner(EMBEDDING, torch.float32) == expected  # type: ignore[operator]
+
+
+def test_shard_rows_are_contiguous_and_cover_every_row() -> None:
+    assert [list(r) for r in shard_rows(10, 4)] == [[0, 1, 2], [3, 4, 5], [6, 7], [8, 9]]
+
+
+def test_invalid_partitioner_arguments_raise() -> None:
+    with pytest.raises(ValueError, match="Received: num_shards=0"):
+        FixedShardsPartitioner(0)
+
+
+def test_wire_round_trip_keeps_bytes_exactly() -> None:
+    tensors = {"w": torch.randn(3, 5), "ids": torch.arange(4), "flag": torch.tensor([True, False]),
+               "empty": torch.zeros(0, 3), "half": torch.randn(2).to(torch.bfloat16)}
+    decoded, meta = wire.decode(wire.encode(tensors, {"step": 7}))
+    assert meta == {"step": 7}
+    for name, tensor in tensors.items():
+        assert decoded[name].dtype == tensor.dtype and torch.equal(decoded[name], tensor), name
+
+
+@pytest.fixture()
+def servers() -> Iterator[list[ParameterServer]]:
+    started = [ParameterServer("127.0.0.1:0").start() for _ in range(3)]
+    yield started
+    for server in started:
+        server.stop()
+
+
+@pytest.mark.parametrize("partitioner", [FixedShardsPartitioner(3), MinSizePartitioner(64, max_shards=3),
+                                         MaxSizePartitioner(max_shard_bytes=48)])
+def test_embedding_split_over_three_servers_round_trips_exactly(servers: list[ParameterServer], partitioner: object) -> None:
+    clients = [PSClient(s.address, timeout_s=10) for s in servers]
+    variables = ShardedVariables(clients, partitioner)
+    embedding, rate = torch.randn(*EMBEDDING), 0.1
+    variables.create("embedding", embedding, learning_rate=rate)
+    parts = partitioner(EMBEDDING, torch.float32)[0]  # type: ignore[operator]
+    held = [sum(v.shape[0] for v in s._variables.values()) for s in servers]
+    assert sum(held) == EMBEDDING[0] and len(variables.layout["embedding"]) == parts
+    assert held == [sum(len(r) for i, r in enumerate(shard_rows(10, parts)) if i % 3 == k) for k in range(3)]
+    assert torch.equal(variables.pull(["embedding"])["embedding"], embedding)
+    gradient = torch.randn(*EMBEDDING)
+    variables.push({"embedding": gradient})
+    assert torch.equal(variables.pull(["embedding"])["embedding"], embedding.clone().sub_(gradient, alpha=rate))
+
+
+def _raw(tensor_entries: list[dict], body: bytes, meta: dict | None = None) -> bytes:
+    header = json.dumps({"tensors": tensor_entries, "meta": meta or {}}).encode()
+    return struct.pack(">I", len(header)) + header + body
+
+
+@pytest.mark.parametrize(("method", "message", "complaint"), [
+    ("Push", wire.encode({"w": torch.zeros(2, 3, dtype=torch.float64)}), "is torch.float64[2, 3], but the variable is torch.float32"),
+    ("Push", wire.encode({"w": torch.zeros(3, 2)}), "is torch.float32[3, 2], but the variable is torch.float32[2, 3]"),
+    ("Push", wire.encode({"w": torch.zeros(2, 3)})[:-5], "truncated"),
+    ("Push", wire.encode({"nope": torch.zeros(2, 3)}), "Unknown variable(s) ['nope']"),
+    ("Pull", wire.encode({}, {"names": ["nope"]}), "Unknown variable(s) ['nope']"),
+    ("Push", _raw([{"name": "w", "dtype": "complex64", "shape": [2, 3], "nbytes": 48}], bytes(48)), "unknown dtype"),
+    ("Push", _raw([{"name": "w", "dtype": "float32", "shape": [2, 3], "nbytes": 12}], bytes(12)), "12 bytes declared"),
+    ("Pull", b"\x00\x00\x00\x05{not", "Malformed message"),
+    ("Create", wire.encode({"v": torch.zeros(1)}, {"learning_rate": "fast"}), "numeric meta.learning_rate"),
+])
+def test_malformed_message_gets_an_error_reply_and_server_keeps_serving(
+        servers: list[ParameterServer], method: str, message: bytes, complaint: str) -> None:
+    client = PSClient(servers[0].address, timeout_s=10)
+    initial = torch.randn(2, 3)
+    client.call("Create", {"w": initial}, {"learning_rate": 1.0})
+    with pytest.raises(ParameterServerError, match="refused") as caught:
+        client.call_raw(method, message)
+    assert complaint in str(caught.value)
+    values, meta = client.call("Pull", {}, {"names": ["w"]})  # still serving, variable untouched
+    assert torch.equal(values["w"], initial) and meta["versions"] == {"w": 0}
+    assert servers[0].pushes_applied == 0
+
+
+def test_unreachable_server_fails_within_deadline_naming_it() -> None:
+    client = PSClient("127.0.0.1:9", timeout_s=1)  # nothing listens on the discard port here
+    with pytest.raises(ParameterServerError, match=r"127\.0\.0\.1:9 did not answer Pull within 1s"):
+        client.call("Pull", {}, {"names": ["w"]})
