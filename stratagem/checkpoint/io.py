@@ -42,7 +42,7 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[str], None]) -> 
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    _fsync_dir(target.parent)
+    fsync_path(target.parent)
 
 
 def save_state(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
@@ -108,9 +108,10 @@ def latest_checkpoint(checkpoint_dir: str | os.PathLike[str]) -> str | None:
     return str(max(files, key=key))
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_path(path: str | os.PathLike[str]) -> None:
+    """Flushes a file or a folder (so a rename in it is durable) to disk."""
     try:
-        fd = os.open(folder, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY)
     except OSError:  # some platforms cannot open folders; the rename is still atomic
         return
     try:

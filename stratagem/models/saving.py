@@ -228,7 +228,7 @@ def _write_atomically(model: Model, spec: InputSpec, target: Path) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _fsync(target.parent)
+    checkpoint_io.fsync_path(target.parent)
 
 
 def _write_folder(model: Model, spec: InputSpec, folder: Path) -> None:
@@ -247,7 +247,7 @@ def _write_folder(model: Model, spec: InputSpec, folder: Path) -> None:
                               f"(torch {torch.__version__}). {err}") from err
     text = json.dumps(_metadata(model, spec), indent=2, sort_keys=True)
     _write(folder / METADATA_FILE, lambda path: None if Path(path).write_text(text, encoding="utf-8") else None)
-    _fsync(folder)
+    checkpoint_io.fsync_path(folder)
 
 
 def _export(module: nn.Module, spec: InputSpec) -> torch.export.ExportedProgram:
@@ -347,18 +347,7 @@ def _exchange(a: Path, b: Path) -> bool:
 
 def _write(path: Path, write: Callable[[str], None]) -> None:
     write(str(path))
-    _fsync(path)
-
-
-def _fsync(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # some platforms cannot open folders; the renames are still atomic
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    checkpoint_io.fsync_path(path)
 
 
 # ---- reading -----------------------------------------------------------------------
