@@ -56,11 +56,8 @@ a PASS/FAIL line per goal, and exits 1 if a goal fails. The workloads are in
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import json
-import os
-import platform
 import sys
 import tempfile
 from collections.abc import Callable
@@ -72,6 +69,7 @@ import numpy as np
 import PIL
 import torch
 
+import _report
 import _data_workloads as workloads
 from _data_workloads import EpochTiming, FitTiming
 from _fit_workloads import cpu_count
@@ -266,16 +264,8 @@ def _summarize_wait(goal: WaitGoal, timings: dict[str, list[Any]]) -> dict[str, 
 
 def environment(args: argparse.Namespace, load_before: tuple[float, ...]) -> dict[str, Any]:
     """What the numbers depend on: versions, threads, CPUs, load, date."""
-    return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "torch": torch.__version__, "numpy": np.__version__, "pillow": PIL.__version__,
-        "python": platform.python_version(), "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "torch_default_num_threads": torch.get_num_threads(), "cpu_count": cpu_count(),
-        "load_average_before": [round(v, 2) for v in load_before],
-        "load_average_after": [round(v, 2) for v in _load_average()],
-        "num_images": args.num_images, "num_jpegs": args.num_jpegs, "repeats": args.repeats,
-    }
+    return _report.environment(load_before, pillow=PIL.__version__, num_images=args.num_images,
+                               num_jpegs=args.num_jpegs, repeats=args.repeats)
 
 
 def workload_description(outputs: dict[str, str]) -> dict[str, Any]:
@@ -334,7 +324,7 @@ def plot(configs: dict[str, dict[str, Any]], path: Path) -> None:
     wait_configs = {key: config for key, config in configs.items() if config["kind"] == "wait"}
     figure, (ratio_axes, speed_axes, wait_axes) = plt.subplots(
         1, 3, figsize=(18, 5.5), gridspec_kw={"width_ratios": [1, 2.2, 1.2]})
-    _plot_ratios(ratio_axes, ratio_configs)
+    _report.plot_ratios(ratio_axes, ratio_configs, "stratagem el/s / best DataLoader el/s")
     _plot_speeds(speed_axes, ratio_configs)
     _plot_waits(wait_axes, wait_configs)
     figure.suptitle("stratagem input pipelines vs torch DataLoader, one epoch (best of repeats)")
@@ -342,19 +332,6 @@ def plot(configs: dict[str, dict[str, Any]], path: Path) -> None:
     figure.savefig(path, dpi=120)
     plt.close(figure)
 
-
-def _plot_ratios(axes: Any, configs: dict[str, dict[str, Any]]) -> None:
-    positions = np.arange(len(configs))
-    ratios = [config["ratio"] for config in configs.values()]
-    colors = ["tab:green" if config["passed"] else "tab:red" for config in configs.values()]
-    axes.bar(positions, ratios, width=0.6, color=colors)
-    for position, config in zip(positions, configs.values()):
-        axes.hlines(config["goal"], position - 0.4, position + 0.4, colors="black", linestyles="--")
-        axes.annotate(f"{config['ratio']:.3f}x", (position, config["ratio"]), ha="center", va="bottom")
-    axes.set_xticks(positions, [config["title"] for config in configs.values()], fontsize=8)
-    axes.set_ylabel("stratagem el/s / best DataLoader el/s")
-    axes.set_ylim(0, max(1.2, max(ratios) * 1.15))
-    axes.set_title("Ratio (dashed: goal)")
 
 
 def _plot_speeds(axes: Any, configs: dict[str, dict[str, Any]]) -> None:
@@ -394,13 +371,10 @@ def _plot_waits(axes: Any, configs: dict[str, dict[str, Any]]) -> None:
     axes.set_title("Input wait in fit (dashed: goal)")
 
 
-def _load_average() -> tuple[float, ...]:
-    return os.getloadavg() if hasattr(os, "getloadavg") else ()
-
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    load_before = _load_average()
+    load_before = _report.load_average()
     x, y = workloads.make_images(args.num_images)
     with tempfile.TemporaryDirectory(prefix="stratagem_bench_jpegs_") as folder:
         inputs = Inputs(x, y, Path(folder), args.num_jpegs)

@@ -45,10 +45,7 @@ are in ``_fit_workloads.py``.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -59,6 +56,7 @@ import numpy as np
 import torch
 
 import _fit_workloads as workloads
+import _report
 from _fit_workloads import EpochTiming
 
 
@@ -154,15 +152,7 @@ def summarize(timings: dict[str, list[EpochTiming]], num_images: int) -> dict[st
 
 def environment(args: argparse.Namespace, load_before: tuple[float, ...]) -> dict[str, Any]:
     """What the numbers depend on: versions, threads, CPUs, load, date."""
-    return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "torch": torch.__version__, "numpy": np.__version__, "python": platform.python_version(),
-        "platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-        "torch_default_num_threads": torch.get_num_threads(), "cpu_count": workloads.cpu_count(),
-        "load_average_before": [round(v, 2) for v in load_before],
-        "load_average_after": [round(v, 2) for v in _load_average()],
-        "num_images": args.num_images, "repeats": args.repeats,
-    }
+    return _report.environment(load_before, num_images=args.num_images, repeats=args.repeats)
 
 
 def workload_description() -> dict[str, Any]:
@@ -198,26 +188,13 @@ def plot(configs: dict[str, dict[str, Any]], path: Path) -> None:
     from matplotlib import pyplot as plt
 
     figure, (ratio_axes, speed_axes) = plt.subplots(1, 2, figsize=(12, 4.5))
-    _plot_ratios(ratio_axes, configs)
+    _report.plot_ratios(ratio_axes, configs, "fit images/s / torch images/s")
     _plot_speeds(speed_axes, configs)
     figure.suptitle("stratagem fit vs plain PyTorch, one epoch of the seed CNN (best of repeats)")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
 
-
-def _plot_ratios(axes: Any, configs: dict[str, dict[str, Any]]) -> None:
-    positions = np.arange(len(configs))
-    ratios = [config["ratio"] for config in configs.values()]
-    colors = ["tab:green" if config["passed"] else "tab:red" for config in configs.values()]
-    axes.bar(positions, ratios, width=0.6, color=colors)
-    for position, config in zip(positions, configs.values()):
-        axes.hlines(config["goal"], position - 0.4, position + 0.4, colors="black", linestyles="--")
-        axes.annotate(f"{config['ratio']:.3f}x", (position, config["ratio"]), ha="center", va="bottom")
-    axes.set_xticks(positions, [config["title"] for config in configs.values()], fontsize=8)
-    axes.set_ylabel("fit images/s / torch images/s")
-    axes.set_ylim(0, max(1.2, max(ratios) * 1.15))
-    axes.set_title("Ratio (dashed: goal)")
 
 
 def _plot_speeds(axes: Any, configs: dict[str, dict[str, Any]]) -> None:
@@ -237,13 +214,10 @@ def _plot_speeds(axes: Any, configs: dict[str, dict[str, Any]]) -> None:
     axes.legend(fontsize=8)
 
 
-def _load_average() -> tuple[float, ...]:
-    return os.getloadavg() if hasattr(os, "getloadavg") else ()
-
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    load_before = _load_average()
+    load_before = _report.load_average()
     x, y = workloads.make_data(args.num_images)
     timeout_s = 120.0 + 0.02 * args.num_images  # a deadline against hangs, far above a normal epoch
     print(f"Timing {args.num_images} images x {args.repeats} repeat(s), "

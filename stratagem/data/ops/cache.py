@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from stratagem.data._structure import leaves
 from stratagem.data.dataset import Dataset
 from stratagem.data.iterator import DatasetIterator, IterContext
 from stratagem.data.options import INFINITE_CARDINALITY
