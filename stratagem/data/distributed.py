@@ -331,10 +331,9 @@ class _FileShardImpl(_PerReplicaImpl):
 
 # ---- pipeline rewriting ----------------------------------------------------------
 def _unwrap_passthrough(dataset: Any) -> Any:
-    from stratagem.data.ops.identity import OptionsDataset
-    from stratagem.data.ops.prefetch import PrefetchDataset
+    from stratagem.data.ops.identity import ForwardingDataset
 
-    while isinstance(dataset, (OptionsDataset, PrefetchDataset)):
+    while isinstance(dataset, ForwardingDataset):
         dataset = dataset._parents[0]
     return dataset
 

@@ -1,4 +1,4 @@
-"""``OptionsDataset``: the parent's elements with other ``Options`` attached."""
+"""Nodes that hand their parent's elements through unchanged: ``ForwardingDataset``, ``OptionsDataset``."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from stratagem.data.iterator import DatasetIterator, IterContext, Pending
 from stratagem.data.options import Options
 
 
-class OptionsDataset(Dataset):
-    """Passes its parent through unchanged; only ``options()`` differs."""
+class ForwardingDataset(Dataset):
+    """Base of nodes whose elements are exactly the parent's (options, prefetch).
 
-    def __init__(self, parent: Dataset, options: Options) -> None:
-        super().__init__(parent)
-        self._options = options
+    Random access is forwarded, so such a node keeps a pipeline random-access,
+    and distribution looks through it to the batch below.
+    """
 
     def _length(self) -> int | None:
         return self._parents[0]._length()
@@ -31,3 +31,11 @@ class OptionsDataset(Dataset):
 
     def _make_iterator(self, ctx: IterContext) -> DatasetIterator:
         return self._parents[0]._make_iterator(ctx)
+
+
+class OptionsDataset(ForwardingDataset):
+    """Passes its parent through unchanged; only ``options()`` differs."""
+
+    def __init__(self, parent: Dataset, options: Options) -> None:
+        super().__init__(parent)
+        self._options = options

@@ -15,14 +15,15 @@ from typing import Any
 
 from stratagem.data._structure import leaves
 from stratagem.data.dataset import Dataset, _check_positive
-from stratagem.data.iterator import DatasetIterator, IterContext, Pending
+from stratagem.data.ops.identity import ForwardingDataset
+from stratagem.data.iterator import DatasetIterator, IterContext
 from stratagem.data.options import AUTOTUNE
 
 _MAX_AUTOTUNE_BUFFER = 64
 _JOIN_S = 5.0
 
 
-class PrefetchDataset(Dataset):
+class PrefetchDataset(ForwardingDataset):
     """See ``Dataset.prefetch``; random-access parents stay random-access for sharding and restore."""
 
     def __init__(self, parent: Dataset, buffer_size: int) -> None:
@@ -30,18 +31,6 @@ class PrefetchDataset(Dataset):
         if buffer_size != 0:
             _check_positive("buffer_size", buffer_size, allow_autotune=True)
         self.buffer_size = buffer_size
-
-    def _length(self) -> int | None:
-        return self._parents[0]._length()
-
-    def _get(self, index: int, ctx: IterContext) -> Any:
-        return self._parents[0]._get(index, ctx)
-
-    def _get_many(self, indices: Any, ctx: IterContext) -> Any:
-        return self._parents[0]._get_many(indices, ctx)
-
-    def _submit_many(self, indices: Any, ctx: IterContext) -> Pending:
-        return self._parents[0]._submit_many(indices, ctx)
 
     def _make_iterator(self, ctx: IterContext) -> DatasetIterator:
         parent = self._parents[0]._make_iterator(ctx)
