@@ -27,6 +27,18 @@ class Callback:
         self.model: Any = None
         self.params: dict[str, Any] = {}
 
+    # Attributes BackupAndRestore saves and restores (counters, best values); plain JSON values.
+    _state_keys: tuple[str, ...] = ()
+
+    def get_state(self) -> dict[str, Any]:
+        """This callback's counters, for ``BackupAndRestore``."""
+        return {key: getattr(self, key) for key in self._state_keys}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        for key in self._state_keys:
+            if key in state:
+                setattr(self, key, state[key])
+
     def set_model(self, model: Any) -> None:
         self.model = model
 

@@ -53,6 +53,9 @@ class EarlyStopping(Callback):
         11
     """
 
+    # The best weights themselves stay in memory only: a restart restores the counters, not them.
+    _state_keys = ('wait', 'stopped_epoch', 'best', 'best_epoch')
+
     def __init__(self, monitor: str = "val_loss", min_delta: float = 0, patience: int = 0, verbose: int = 0,
                  mode: str = "auto", baseline: float | None = None, restore_best_weights: bool = False,
                  start_from_epoch: int = 0) -> None:
@@ -148,14 +151,6 @@ class EarlyStopping(Callback):
                 f"`mode='min'` in order to use the lowest value. Received: monitor={self.monitor!r}"
             )
         return direction == "up"
-
-    def get_state(self) -> dict[str, Any]:
-        """Counters and best value, for ``BackupAndRestore`` (the best weights themselves stay in memory only)."""
-        return {key: getattr(self, key) for key in ('wait', 'stopped_epoch', 'best', 'best_epoch')}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        for key, value in state.items():
-            setattr(self, key, value)
 
 
 def _direction(name: str, metrics: list[Any]) -> str | None:

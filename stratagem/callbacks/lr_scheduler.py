@@ -9,7 +9,6 @@ so every replica sets the same learning rate at the same epoch. Both add
 
 from __future__ import annotations
 
-from typing import Any
 
 import inspect
 import math
@@ -112,6 +111,8 @@ class ReduceLROnPlateau(Callback):
         >>> model.fit(x, y, validation_data=(x_val, y_val), callbacks=[reduce_lr])  # doctest: +SKIP
     """
 
+    _state_keys = ('best', 'cooldown_counter', 'wait')
+
     def __init__(self, monitor: str = "val_loss", factor: float = 0.1, patience: int = 10, verbose: int = 0,
                  mode: str = "auto", min_delta: float = 1e-4, cooldown: int = 0, min_lr: float = 0.0) -> None:
         super().__init__()
@@ -175,14 +176,6 @@ class ReduceLROnPlateau(Callback):
             print(f"\nEpoch {epoch + 1}: ReduceLROnPlateau reducing learning rate to {new_lr}.")
         self.cooldown_counter = self.cooldown
         self.wait = 0
-
-    def get_state(self) -> dict[str, Any]:
-        """Counters and best value, for ``BackupAndRestore``."""
-        return {key: getattr(self, key) for key in ('best', 'cooldown_counter', 'wait')}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        for key, value in state.items():
-            setattr(self, key, value)
 
 
 def _float32(value: float) -> float:

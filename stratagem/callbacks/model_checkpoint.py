@@ -54,6 +54,8 @@ class ModelCheckpoint(Callback):
         >>> model.load_weights("ckpt/best.safetensors")  # doctest: +SKIP
     """
 
+    _state_keys = ('best', '_current_epoch', '_batches_seen_since_last_saving')
+
     def __init__(self, filepath: str, monitor: str = "val_loss", verbose: int = 0, save_best_only: bool = False,
                  save_weights_only: bool = False, mode: str = "auto", save_freq: str | int = "epoch",
                  initial_value_threshold: float | None = None) -> None:
@@ -153,14 +155,6 @@ class ModelCheckpoint(Callback):
     def _say(self, message: str) -> None:
         if self.verbose > 0 and self.model.distribute_strategy.is_chief:
             print(message)
-
-    def get_state(self) -> dict[str, Any]:
-        """Counters and best value, for ``BackupAndRestore``."""
-        return {key: getattr(self, key) for key in ('best', '_current_epoch', '_batches_seen_since_last_saving')}
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        for key, value in state.items():
-            setattr(self, key, value)
 
 
 def _is_accuracy_like(monitor: str) -> bool:

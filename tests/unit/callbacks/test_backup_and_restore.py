@@ -115,3 +115,25 @@ def test_damaged_newest_backup_falls_back_to_previous(tmp_path: Path) -> None:
 def test_invalid_save_freq_raises() -> None:
     with pytest.raises(ValueError, match="Received: save_freq=0"):
         BackupAndRestore("x", save_freq=0)
+
+
+def test_callback_counters_come_back_with_the_backup(tmp_path: Path) -> None:
+    from stratagem.callbacks import ReduceLROnPlateau
+
+    plateau = ReduceLROnPlateau(monitor="loss", patience=100)
+    seen: list[tuple[float, int]] = []
+
+    class Snapshot(Callback):
+        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            seen.append((plateau.best, plateau.wait))
+
+    with pytest.raises(Crash):  # 12 batches per epoch: crash in the third epoch, after two epoch-end backups
+        _fit(_model(seed=0), "arrays", [plateau, Snapshot(), CrashAt(step=30), BackupAndRestore(tmp_path)])
+    restored = ReduceLROnPlateau(monitor="loss", patience=100)
+    backup = BackupAndRestore(tmp_path)
+    model = _model(seed=1)
+    model.compile(optimizer="adam", loss=stratagem.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+    x, y = _data()
+    model.fit(x, y, batch_size=8, epochs=2, verbose=0, callbacks=[restored, backup])  # resumes after epoch 2: no epoch left
+    assert (restored.best, restored.wait) == seen[-1] and restored.best != float("inf")
