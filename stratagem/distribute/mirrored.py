@@ -18,7 +18,7 @@ from typing_extensions import override
 
 from stratagem.distribute._collective import CollectiveStrategy
 from stratagem.distribute.cluster import TorchrunClusterResolver
-from stratagem.distribute.one_device import parse_device
+from stratagem.distribute.one_device import parse_device, replica_device
 from stratagem.distribute.options import CommunicationOptions
 from stratagem.errors import ConfigurationError
 
@@ -88,7 +88,7 @@ def resolve_one_host(devices: list[torch.device], explicit: bool, strategy_name:
             f"drop the replica count. Received: replicas={wanted}, world_size={resolver.world_size}"
         )
     rank = resolver.rank if resolver.rank is not None else 0
-    device = devices[resolver.local_rank] if explicit else _default_device(resolver.local_rank)
+    device = devices[resolver.local_rank] if explicit else replica_device(resolver.local_rank)
     return resolver, (rank, resolver.world_size, resolver.local_rank, resolver.local_world_size,
                       resolver.master_addr, resolver.master_port, device)
 
@@ -114,11 +114,6 @@ def _parse_devices(devices: list[str] | None, num_replicas: int | None) -> tuple
         return [torch.device("cuda", i) for i in range(torch.cuda.device_count())], False
     return [torch.device("cpu")], False
 
-
-def _default_device(local_rank: int) -> torch.device:
-    if torch.cuda.is_available():
-        return torch.device("cuda", local_rank % torch.cuda.device_count())
-    return torch.device("cpu")
 
 
 def _launch_script(num_processes: int) -> None:

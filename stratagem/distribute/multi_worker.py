@@ -13,6 +13,7 @@ from typing_extensions import override
 
 from stratagem.distribute._collective import CollectiveStrategy
 from stratagem.distribute.cluster import ClusterResolver, resolve_cluster
+from stratagem.distribute.one_device import replica_device
 from stratagem.distribute.options import CommunicationOptions
 from stratagem.errors import ConfigurationError
 
@@ -47,7 +48,7 @@ class MultiWorkerMirroredStrategy(CollectiveStrategy):
     def _resolve(self) -> tuple[int, int, int, int, str, int, torch.device]:
         resolver = self._cluster_resolver
         if resolver is None:
-            return 0, 1, 0, 1, "127.0.0.1", 0, _device(0)
+            return 0, 1, 0, 1, "127.0.0.1", 0, replica_device(0)
         spec = resolver.cluster_spec().as_dict()
         if spec.get("ps"):
             raise ConfigurationError(
@@ -62,10 +63,5 @@ class MultiWorkerMirroredStrategy(CollectiveStrategy):
                 f"strategy. Received: task_type={resolver.task_type!r}"
             )
         return (resolver.rank, resolver.world_size, resolver.local_rank, resolver.local_world_size,
-                resolver.master_addr, resolver.master_port, _device(resolver.local_rank))
+                resolver.master_addr, resolver.master_port, replica_device(resolver.local_rank))
 
-
-def _device(local_rank: int) -> torch.device:
-    if torch.cuda.is_available():
-        return torch.device("cuda", local_rank % torch.cuda.device_count())
-    return torch.device("cpu")

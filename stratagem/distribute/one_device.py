@@ -61,3 +61,10 @@ def parse_device(device: str | torch.device) -> torch.device:
     if kind == "cpu":
         return torch.device("cpu")
     return torch.device(kind, int(index)) if index else torch.device(kind)
+
+
+def replica_device(local_rank: int) -> torch.device:
+    """The default device of the replica with this local rank: its GPU if there are GPUs, else the CPU."""
+    if torch.cuda.is_available():
+        return torch.device("cuda", local_rank % torch.cuda.device_count())
+    return torch.device("cpu")
