@@ -196,6 +196,26 @@ def jpeg_pipeline(root: Path) -> Dataset:
 
 
 # ---- timing one epoch -------------------------------------------------------------------
+# ---- GIL-bound Python in map ----------------------------------------------------------
+GIL_IMAGES = 4_000  # elements of the GIL-bound pass (about 1 ms of Python each)
+GIL_BATCH_SIZE = 40
+
+
+def gil_bound_preprocessing(img: np.ndarray, label: Any) -> tuple[np.ndarray, Any]:
+    """About 1 ms of pure-Python work per element: holds the GIL the whole time, so threads cannot help."""
+    total = 0
+    for i in range(25_000):
+        total += i % 7
+    return img, label
+
+
+def gil_bound_pipeline(x: np.ndarray, y: np.ndarray, *, parallel: bool) -> Dataset:
+    """``map(gil_bound_preprocessing)`` over the first ``GIL_IMAGES`` images, AUTOTUNE or sequential."""
+    dataset = Dataset.from_tensor_slices((x[:GIL_IMAGES], y[:GIL_IMAGES]))
+    dataset = dataset.map(gil_bound_preprocessing, num_parallel_calls=AUTOTUNE if parallel else None)
+    return dataset.batch(GIL_BATCH_SIZE)
+
+
 def time_epoch(source: Iterable[Any], num_elements: int) -> EpochTiming:
     """Times one full pass over ``source``, after ``WARMUP_BATCHES`` batches of an untimed pass.
 

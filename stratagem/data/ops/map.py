@@ -61,15 +61,22 @@ class MapDataset(Dataset):
             if self._calibration is None:
                 self._calibration = parallel_map.Calibration(self._num_parallel_calls)  # type: ignore[arg-type]
             calibration = self._calibration
+            done: list[Any] = []
             if calibration.inline is not False:
-                # One vectorised gather of the parent's rows, then a call per row view.
+                # One vectorised gather of the parent's rows, then a call per row
+                # view, until calibration decides for workers: they take the rest.
                 rows = unstack(self._parents[0]._get_many(indices, ctx))
-                done = [parallel_map.timed_call(self._fn, row, i, calibration) for i, row in zip(indices, rows)]
-                return Pending(lambda: done)
+                for i, row in zip(indices, rows):
+                    if calibration.inline is False:
+                        break
+                    done.append(parallel_map.timed_call(self._fn, row, i, calibration))
+                if len(done) == len(indices):
+                    return Pending(lambda: done)
             if self._pool is None or not self._pool.processes:
                 self._pool = parallel_map.WorkerPool(self, parallel_map.worker_count(self._num_parallel_calls))  # type: ignore[arg-type]
                 weakref.finalize(self, self._pool.close)
-            return parallel_map.submit_many(self._pool, indices, ctx)
+            rest = parallel_map.submit_many(self._pool, indices[len(done):], ctx)
+            return rest.then(lambda tail: done + list(tail)) if done else rest
 
     def _make_iterator(self, ctx: IterContext) -> DatasetIterator:
         if self._num_parallel_calls is not None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from typing import Any
 
 import numpy as np
@@ -235,22 +234,29 @@ def test_exhausted_iterator_leaves_no_threads() -> None:
     assert threading.active_count() == baseline
 
 
-def _slow_child(x: Any) -> Dataset:
+@pytest.mark.timeout(30)
+def test_parallel_calls_read_all_children_at_once() -> None:
+    # Each child's first read waits until all four children are reading: it
+    # passes only if the reads run at the same time (sequential reads would
+    # break the barrier after its timeout). No wall-clock threshold.
+    barrier = threading.Barrier(4, timeout=10)
+    first_reads: set[int] = set()
+    lock = threading.Lock()
+
     def read(value: Any) -> Any:
-        time.sleep(0.04)  # stands in for a file read: releases the GIL
+        with lock:
+            first = int(value) not in first_reads
+            first_reads.add(int(value))
+        if first:
+            barrier.wait()
         return value
 
-    return Dataset.from_tensors(x).repeat(3).map(read)
+    def child(x: Any) -> Dataset:
+        return Dataset.from_tensors(x).repeat(3).map(read)
 
-
-@pytest.mark.timeout(30)
-def test_parallel_calls_overlap_slow_children() -> None:
-    ds = Dataset.range(4).interleave(_slow_child, cycle_length=4, num_parallel_calls=4)
-    start = time.perf_counter()
-    values = _ints(ds)
-    elapsed = time.perf_counter() - start
-    assert values == [0, 1, 2, 3] * 3
-    assert elapsed < 0.6 * (12 * 0.04)  # sequential reads would take 0.48 s
+    ds = Dataset.range(4).interleave(child, cycle_length=4, num_parallel_calls=4)
+    assert _ints(ds) == [0, 1, 2, 3] * 3
+    assert not barrier.broken
 
 
 @pytest.mark.timeout(30)
