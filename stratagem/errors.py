@@ -79,3 +79,13 @@ class ParameterServerError(StratagemError, RuntimeError):
     the server serving; the message says what was wrong. An unreachable server
     names its address: restart it, or resume the job from its last checkpoint.
     """
+
+
+class CoordinatorError(StratagemError, RuntimeError):
+    """A scheduled step failed on a worker, or the chief and its workers lost each other.
+
+    Raised by ``ClusterCoordinator`` on the chief (at ``join``, ``fetch`` or
+    ``schedule`` after a step failed: the message holds the worker's error
+    and traceback text) and on workers (the chief stopped, or no worker was
+    alive for the timeout). Fix the error shown, or restart the lost task.
+    """

@@ -16,11 +16,29 @@ from stratagem.distribute.mirrored import MirroredStrategy
 from stratagem.distribute.multi_worker import MultiWorkerMirroredStrategy
 from stratagem.distribute.one_device import OneDeviceStrategy
 from stratagem.distribute.options import CommunicationImplementation, CommunicationOptions
+from stratagem.distribute.ps.partitioners import FixedShardsPartitioner, MaxSizePartitioner, MinSizePartitioner
 from stratagem.distribute.strategy import Strategy
 from stratagem.distribute.values import PerReplica, ReduceOp
 
+# The parameter-server pieces need grpcio (the "ps" extra): imported on first use.
+_LAZY = {
+    "ParameterServerStrategy": "stratagem.distribute.parameter_server",
+    "ClusterCoordinator": "stratagem.distribute.coordinator",
+    "RemoteValue": "stratagem.distribute.coordinator",
+    "PerWorkerValues": "stratagem.distribute.coordinator",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'stratagem.distribute' has no attribute {name!r}")
+
+
 __all__ = [
-    "CentralStorageStrategy", "ClusterResolver", "ClusterSpec", "CommunicationImplementation", "CommunicationOptions", "InputContext",
+    "CentralStorageStrategy", "ClusterCoordinator", "ParameterServerStrategy", "PerWorkerValues", "RemoteValue", "ClusterResolver", "ClusterSpec", "CommunicationImplementation", "CommunicationOptions", "FixedShardsPartitioner", "InputContext", "MaxSizePartitioner", "MinSizePartitioner",
     "MirroredStrategy", "MultiWorkerMirroredStrategy", "OneDeviceStrategy", "PerReplica", "ReduceOp",
     "SimpleClusterResolver", "SlurmClusterResolver", "Strategy", "TFConfigClusterResolver",
     "TorchrunClusterResolver", "get_strategy", "has_strategy", "resolve_cluster",

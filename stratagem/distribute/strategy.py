@@ -80,6 +80,7 @@ class Strategy(abc.ABC):
         """
         args = tuple(a.value if isinstance(a, PerReplica) else a for a in args)
         kwargs = {k: (v.value if isinstance(v, PerReplica) else v) for k, v in (kwargs or {}).items()}
+        self._refresh_variables()
         return fn(*args, **kwargs)
 
     def reduce(self, reduce_op: ReduceOp | str, value: torch.Tensor | PerReplica, axis: int | None = None) -> torch.Tensor:
@@ -182,6 +183,9 @@ class Strategy(abc.ABC):
     def _optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         """Applies the (already synchronised) gradients; CentralStorage updates on the chief only."""
         optimizer.step()
+
+    def _refresh_variables(self) -> None:
+        """Brings this replica's variables up to date before a step; ParameterServer pulls them."""
 
     def _teardown(self) -> None:
         """Releases the process group; the default strategy has none."""

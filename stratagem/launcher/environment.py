@@ -56,3 +56,26 @@ def worker_env(
     if timeout_s is not None:
         env["STRATAGEM_TIMEOUT_S"] = f"{timeout_s:g}"
     return env
+
+
+def ps_cluster_configs(num_workers: int, num_ps: int, *, host: str = "127.0.0.1",
+                       ports: list[int] | None = None) -> dict[tuple[str, int], str]:
+    """``TF_CONFIG`` for each task of a one-host parameter-server job: chief, workers, servers.
+
+    Ports are free ones on ``host`` unless given (chief first, then workers, then servers).
+    """
+    import json
+
+    from stratagem.launcher.ports import find_free_port
+
+    count = 1 + num_workers + num_ps
+    ports = list(ports) if ports is not None else [find_free_port(host) for _ in range(count)]
+    if len(ports) != count:
+        raise ValueError(f"Need {count} ports (chief, {num_workers} workers, {num_ps} ps). Received: {len(ports)}")
+    address = (lambda port: f"[{host}]:{port}") if ":" in host else (lambda port: f"{host}:{port}")
+    cluster = {"chief": [address(ports[0])],
+               "worker": [address(p) for p in ports[1 : 1 + num_workers]],
+               "ps": [address(p) for p in ports[1 + num_workers :]]}
+    tasks = [("chief", 0)] + [("worker", i) for i in range(num_workers)] + [("ps", i) for i in range(num_ps)]
+    return {(kind, index): json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}})
+            for kind, index in tasks}

@@ -1,11 +1,14 @@
 """Client side of the parameter servers: one ``PSClient`` per server, ``ShardedVariables`` over all.
 
 Every call carries a deadline. A shard ``i`` of a partitioned variable lives on
-server ``i % num_servers``, as TensorFlow places variable shards on ``ps`` tasks.
+server ``i % num_servers``, as TensorFlow places variable shards on ``ps`` tasks;
+the layout follows from the variable's shape and the partitioner alone, so
+every process computes the same one without asking.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import grpc
@@ -13,33 +16,43 @@ import torch
 
 from stratagem.distribute.ps import wire
 from stratagem.distribute.ps.partitioners import shard_rows
-from stratagem.distribute.ps.server import SERVICE
+from stratagem.distribute.ps.server import METHODS, SERVICE
 from stratagem.errors import ParameterServerError
+
+Message = tuple[dict[str, torch.Tensor], dict[str, Any]]
 
 
 class PSClient:
     """Talks to one parameter server; every call waits at most ``timeout_s``."""
 
-    def __init__(self, address: str, *, timeout_s: float = 30.0) -> None:
+    def __init__(self, address: str, *, timeout_s: float = 30.0, name: str | None = None) -> None:
         self.address, self.timeout_s = address, timeout_s
-        self._channel = grpc.insecure_channel(address)
-        self._methods = {name: self._channel.unary_unary(f"/{SERVICE}/{name}") for name in ("Create", "Pull", "Push")}
+        self.name = name or address
+        self._channel = grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", -1),
+                                                                 ("grpc.max_send_message_length", -1)])
+        self._methods = {name: self._channel.unary_unary(f"/{SERVICE}/{name}") for name in METHODS}
+        # Until the server first answers, calls wait for it to come up (tasks
+        # start in any order); after that, a server that is gone fails fast.
+        self._answered = False
 
-    def call(self, method: str, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    def call(self, method: str, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> Message:
         return self.call_raw(method, wire.encode(tensors, meta))
 
-    def call_raw(self, method: str, message: bytes) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    def call_raw(self, method: str, message: bytes) -> Message:
         """Sends bytes as they are (tests send malformed ones on purpose)."""
         try:
-            reply = self._methods[method](message, timeout=self.timeout_s)
+            reply = self._methods[method](message, timeout=self.timeout_s, wait_for_ready=not self._answered)
         except grpc.RpcError as err:
             code = err.code()  # type: ignore[attr-defined]
             if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                what = (f"stopped answering ({code.name} on {method})" if self._answered else
+                        f"did not answer {method} within {self.timeout_s:g}s ({code.name})")
                 raise ParameterServerError(
-                    f"Parameter server {self.address} did not answer {method} within {self.timeout_s:g}s "
-                    f"({code.name}): it is down or unreachable. Restart it, or resume from the last checkpoint."
+                    f"Parameter server {self.name} {what}: it is down or unreachable. Restart it, or resume "
+                    "the job from its last checkpoint (BackupAndRestore)."
                 ) from err
-            raise ParameterServerError(f"Parameter server {self.address} refused {method}: {err.details()}") from err  # type: ignore[attr-defined]
+            raise ParameterServerError(f"Parameter server {self.name} refused {method}: {err.details()}") from err  # type: ignore[attr-defined]
+        self._answered = True
         return wire.decode(reply)
 
     def close(self) -> None:
@@ -51,38 +64,90 @@ class ShardedVariables:
 
     Example:
         >>> variables = ShardedVariables(clients, FixedShardsPartitioner(3))  # doctest: +SKIP
-        >>> variables.create("embedding", torch.randn(1000, 16), learning_rate=0.1)  # doctest: +SKIP
-        >>> variables.push({"embedding": grad}); variables.pull(["embedding"])  # doctest: +SKIP
+        >>> variables.create({"embedding": torch.randn(1000, 16)})  # doctest: +SKIP
+        >>> values, versions = variables.pull(["embedding"])  # doctest: +SKIP
     """
 
-    def __init__(self, clients: list[PSClient], partitioner: Any) -> None:
+    def __init__(self, clients: list[PSClient], partitioner: Any = None) -> None:
+        if not clients:
+            raise ValueError("ShardedVariables needs at least one parameter server client")
         self.clients, self.partitioner = clients, partitioner
         self.layout: dict[str, list[range]] = {}
+        self._scalar: set[str] = set()
 
-    def create(self, name: str, value: torch.Tensor, *, learning_rate: float) -> None:
-        parts = self.partitioner(tuple(value.shape), value.dtype)[0] if value.ndim else 1
-        self.layout[name] = shard_rows(value.shape[0], parts) if value.ndim else [range(0, 1)]
-        for shard, rows in enumerate(self.layout[name]):
-            piece = value[rows.start : rows.stop] if value.ndim else value
-            self._client(shard).call("Create", {_shard_name(name, shard): piece}, {"learning_rate": learning_rate})
+    def place(self, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> None:
+        """Records where ``name``'s shards live (no call): from its shape and the partitioner."""
+        if not shape:
+            self.layout[name] = [range(0, 1)]
+            self._scalar.add(name)
+            return
+        parts = self.partitioner(tuple(shape), dtype)[0] if self.partitioner is not None else 1
+        self.layout[name] = shard_rows(shape[0], parts)
 
-    def pull(self, names: list[str]) -> dict[str, torch.Tensor]:
+    def create(self, values: dict[str, torch.Tensor]) -> None:
+        """Places each variable and sends its shards (the chief's values) to their servers."""
+        for name, value in values.items():
+            self.place(name, tuple(value.shape), value.dtype)
+        per_server = self._split(values)
+        for server, tensors in per_server.items():
+            self.clients[server].call("Create", tensors, {})
+
+    def pull(self, names: list[str]) -> tuple[dict[str, torch.Tensor], dict[int, int]]:
+        """Current values of ``names`` (shards joined), and each server's version at the pull."""
+        wanted: dict[int, list[str]] = {}
+        for name in names:
+            for shard in range(len(self.layout[name])):
+                wanted.setdefault(self._server(shard), []).append(shard_name(name, shard))
+        pieces: dict[str, torch.Tensor] = {}
+        versions: dict[int, int] = {}
+        for server, shard_names in wanted.items():
+            tensors, meta = self.clients[server].call("Pull", {}, {"names": shard_names})
+            pieces.update(tensors)
+            versions[server] = int(meta["version"])
         out = {}
         for name in names:
-            pieces = [self._client(s).call("Pull", {}, {"names": [_shard_name(name, s)]})[0][_shard_name(name, s)]
-                      for s in range(len(self.layout[name]))]
-            out[name] = torch.cat(pieces) if pieces[0].ndim else pieces[0]
-        return out
+            parts = [pieces[shard_name(name, s)] for s in range(len(self.layout[name]))]
+            out[name] = parts[0] if name in self._scalar else torch.cat(parts)
+        return out, versions
 
-    def push(self, gradients: dict[str, torch.Tensor]) -> None:
-        for name, grad in gradients.items():
+    def push(self, gradients: dict[str, torch.Tensor], meta: dict[str, Any],
+             base_versions: dict[int, int] | None = None) -> dict[int, dict[str, Any]]:
+        """Sends each server its shards' gradients in one push; returns each server's reply meta."""
+        replies = {}
+        for server, tensors in self._split(gradients).items():
+            server_meta = dict(meta)
+            if base_versions is not None and server in base_versions:
+                server_meta["base_version"] = base_versions[server]
+            replies[server] = self.clients[server].call("Push", tensors, server_meta)[1]
+        return replies
+
+    def wait_until_created(self, names: list[str], timeout_s: float) -> None:
+        """Polls until every shard of ``names`` exists (workers wait for the chief to create them)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self.pull(names)
+                return
+            except ParameterServerError as err:
+                if "Unknown variable" not in str(err) or time.monotonic() > deadline:
+                    if "Unknown variable" in str(err):
+                        raise ParameterServerError(
+                            f"The chief did not create the variables within {timeout_s:g}s ({err}). Is the chief "
+                            "running the same script, and did it build the model?") from err
+                    raise
+            time.sleep(0.05)
+
+    def _split(self, tensors: dict[str, torch.Tensor]) -> dict[int, dict[str, torch.Tensor]]:
+        per_server: dict[int, dict[str, torch.Tensor]] = {}
+        for name, tensor in tensors.items():
             for shard, rows in enumerate(self.layout[name]):
-                piece = grad[rows.start : rows.stop] if grad.ndim else grad
-                self._client(shard).call("Push", {_shard_name(name, shard): piece}, {})
+                piece = tensor if name in self._scalar else tensor[rows.start : rows.stop]
+                per_server.setdefault(self._server(shard), {})[shard_name(name, shard)] = piece
+        return per_server
 
-    def _client(self, shard: int) -> PSClient:
-        return self.clients[shard % len(self.clients)]
+    def _server(self, shard: int) -> int:
+        return shard % len(self.clients)
 
 
-def _shard_name(name: str, shard: int) -> str:
+def shard_name(name: str, shard: int) -> str:
     return f"{name}/part_{shard}"

@@ -1,15 +1,25 @@
-"""A parameter server: holds variables (or shards of them) and applies pushed gradients.
+"""A parameter server: holds variables (or shards of them) and their optimizer state.
 
 Transport is gRPC (``grpcio``) with raw-bytes methods carrying the messages of
 ``stratagem.distribute.ps.wire``; no protocol of our own below it. The server
 binds only the address it is given (loopback in every test). A malformed or
 mismatched request is answered with ``INVALID_ARGUMENT`` and a message, and
-the server goes on serving. Updates are applied as they arrive (asynchronous
-training); each applied push increments the variable's version.
+the server goes on serving.
+
+Updates are applied as they arrive (asynchronous training) by a torch
+optimizer kept here, one per variable, built from the spec the first push
+names (class and hyperparameters, e.g. Adam's moments live here, not on the
+workers). Each applied push increments the server's ``version``. A push
+carries the id of the scheduled step it belongs to: a step already applied
+is refused as a duplicate, so a step re-run after its worker died is applied
+once. A push may carry a staleness bound: computed from values more than
+``staleness`` versions old, it is dropped and counted.
 """
 
 from __future__ import annotations
 
+import inspect
+import math
 import threading
 from concurrent import futures
 from typing import Any, NoReturn
@@ -20,25 +30,37 @@ import torch
 from stratagem.distribute.ps import wire
 
 SERVICE = "stratagem.ParameterServer"
+METHODS = ("Create", "Pull", "Push", "Snapshot", "Restore", "Stats")
+# The optimizers a server builds; each keeps per-element state, so a
+# variable cut into shards steps exactly as the whole variable would.
+OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
+    cls.__name__: cls for cls in (torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW, torch.optim.Adagrad,
+                                  torch.optim.RMSprop)
+}
 
 
 class ParameterServer:
-    """Serves ``Create``, ``Pull`` and ``Push`` on ``address`` (``host:port``; port 0 picks one).
+    """Serves the parameter-server methods on ``address`` (``host:port``; port 0 picks one).
 
     Example:
         >>> server = ParameterServer("127.0.0.1:0")  # doctest: +SKIP
         >>> server.start(); print(server.address)  # doctest: +SKIP
     """
 
-    def __init__(self, address: str, *, max_workers: int = 4) -> None:
-        self._variables: dict[str, torch.Tensor] = {}
-        self._learning_rate: dict[str, float] = {}
-        self._versions: dict[str, int] = {}
+    def __init__(self, address: str, *, max_workers: int = 8) -> None:
+        self._variables: dict[str, torch.nn.Parameter] = {}
+        self._optimizers: dict[str, tuple[dict[str, Any], torch.optim.Optimizer]] = {}
+        self.version = 0
         self.pushes_applied = 0
+        self.applied_steps: set[int] = set()
+        self.duplicates_refused = 0
+        self.stale_dropped = 0
         self._lock = threading.Lock()
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers))
-        handlers = {name: grpc.unary_unary_rpc_method_handler(getattr(self, f"_{name.lower()}"))
-                    for name in ("Create", "Pull", "Push")}
+        self.stopped = threading.Event()
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
+                                   options=[("grpc.max_receive_message_length", -1),
+                                            ("grpc.max_send_message_length", -1)])
+        handlers = {name: grpc.unary_unary_rpc_method_handler(getattr(self, f"_{name.lower()}")) for name in METHODS}
         self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
         host = address.rsplit(":", 1)[0]
         port = self._server.add_insecure_port(address)
@@ -52,19 +74,17 @@ class ParameterServer:
 
     def stop(self, grace_s: float = 1.0) -> None:
         self._server.stop(grace_s).wait(grace_s + 1)
+        self.stopped.set()
 
     # ---- methods (bytes in, bytes out) --------------------------------------------
     def _create(self, request: bytes, context: Any) -> bytes:
-        tensors, meta = self._decode(request, context)
-        rate = meta.get("learning_rate")
-        if not isinstance(rate, (int, float)) or isinstance(rate, bool):
-            _refuse(context, f"Create needs a numeric meta.learning_rate. Received: {rate!r}")
+        """Sets each variable to the value sent (the chief's), dropping any optimizer state it had."""
+        tensors, _ = self._decode(request, context)
         with self._lock:
             for name, value in tensors.items():
-                self._variables[name] = value.clone()
-                self._learning_rate[name] = float(rate)
-                self._versions[name] = 0
-        return wire.encode({}, {"created": sorted(tensors)})
+                self._variables[name] = torch.nn.Parameter(value.clone())
+                self._optimizers.pop(name, None)
+        return wire.encode({}, {"created": sorted(tensors), "version": self.version})
 
     def _pull(self, request: bytes, context: Any) -> bytes:
         _, meta = self._decode(request, context)
@@ -73,28 +93,108 @@ class ParameterServer:
             _refuse(context, f"Pull needs meta.names, a list of strings. Received: {names!r}")
         with self._lock:
             self._check_known(names, context)
-            values = {name: self._variables[name].clone() for name in names}
-            versions = {name: self._versions[name] for name in names}
-        return wire.encode(values, {"versions": versions})
+            values = {name: self._variables[name].detach().clone() for name in names}
+            version = self.version
+        return wire.encode(values, {"version": version})
 
     def _push(self, request: bytes, context: Any) -> bytes:
-        gradients, _ = self._decode(request, context)
+        gradients, meta = self._decode(request, context)
+        step, base, staleness = (meta.get(key) for key in ("step", "base_version", "staleness"))
+        for key, value in (("step", step), ("base_version", base), ("staleness", staleness)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                _refuse(context, f"Push meta.{key} must be a non-negative int or absent. Received: {value!r}")
+        spec = _check_spec(meta.get("optimizer", {"class": "SGD", "hyper": {"lr": 0.01}}), context)
         with self._lock:
             self._check_known(list(gradients), context)
             for name, grad in gradients.items():
                 variable = self._variables[name]
                 if grad.shape != variable.shape or grad.dtype != variable.dtype:
-                    context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                  f"Gradient for {name!r} is {grad.dtype}{list(grad.shape)}, but the variable is "
-                                  f"{variable.dtype}{list(variable.shape)}")
-            for name, grad in gradients.items():  # all checked first: a push applies whole or not at all
-                self._variables[name].sub_(grad, alpha=self._learning_rate[name])
-                self._versions[name] += 1
+                    _refuse(context, f"Gradient for {name!r} is {grad.dtype}{list(grad.shape)}, but the variable is "
+                                     f"{variable.dtype}{list(variable.shape)}")
+            if step is not None and step in self.applied_steps:
+                self.duplicates_refused += 1
+                return wire.encode({}, {"applied": False, "duplicate": True, "version": self.version})
+            if staleness is not None and base is not None and self.version - base > staleness:
+                self.stale_dropped += 1
+                return wire.encode({}, {"applied": False, "stale": True, "version": self.version})
+            optimizers = [self._optimizer(name, spec, context) for name in gradients]
+            for (name, grad), optimizer in zip(gradients.items(), optimizers):  # all checked first: whole or nothing
+                variable = self._variables[name]
+                variable.grad = grad
+                optimizer.step()
+                variable.grad = None
+            self.version += 1
             self.pushes_applied += 1
-            versions = {name: self._versions[name] for name in gradients}
-        return wire.encode({}, {"versions": versions})
+            if step is not None:
+                self.applied_steps.add(step)
+            return wire.encode({}, {"applied": True, "version": self.version})
 
-    # ---- checks ---------------------------------------------------------------------
+    def _snapshot(self, request: bytes, context: Any) -> bytes:
+        """Every variable, its optimizer state and the step bookkeeping, as one consistent message."""
+        self._decode(request, context)
+        with self._lock:
+            tensors: dict[str, torch.Tensor] = {f"var/{n}": v.detach().clone() for n, v in self._variables.items()}
+            optimizers: dict[str, Any] = {}
+            for name, (spec, optimizer) in self._optimizers.items():
+                scalars = {}
+                for key, value in optimizer.state[self._variables[name]].items():
+                    if isinstance(value, torch.Tensor):
+                        tensors[f"opt/{name}/{key}"] = value.detach().clone()
+                    else:
+                        scalars[key] = value
+                optimizers[name] = {"spec": spec, "scalars": scalars}
+            meta = {"version": self.version, "pushes_applied": self.pushes_applied,
+                    "applied_steps": sorted(self.applied_steps), "optimizers": optimizers}
+        return wire.encode(tensors, meta)
+
+    def _restore(self, request: bytes, context: Any) -> bytes:
+        """Replaces everything with a ``Snapshot`` reply's content."""
+        tensors, meta = self._decode(request, context)
+        optimizers = meta.get("optimizers", {})
+        steps = meta.get("applied_steps", [])
+        if not isinstance(optimizers, dict) or not isinstance(steps, list) or not isinstance(meta.get("version"), int):
+            _refuse(context, "Restore needs meta.version (int), meta.applied_steps (list) and meta.optimizers (object)")
+        variables = {k[4:]: torch.nn.Parameter(v.clone()) for k, v in tensors.items() if k.startswith("var/")}
+        built = {}
+        for name, entry in optimizers.items():
+            if name not in variables or not isinstance(entry, dict):
+                _refuse(context, f"Restore: optimizer state for {name!r}, which is not a variable of the snapshot")
+            spec = _check_spec(entry.get("spec"), context)
+            optimizer = _build(spec, variables[name], context)
+            state = dict(entry.get("scalars", {}))
+            prefix = f"opt/{name}/"
+            state.update({k[len(prefix):]: v.clone() for k, v in tensors.items() if k.startswith(prefix)})
+            optimizer.state[variables[name]].update(state)
+            built[name] = (spec, optimizer)
+        with self._lock:
+            self._variables, self._optimizers = variables, built
+            self.version, self.applied_steps = int(meta["version"]), {int(s) for s in steps}
+            self.pushes_applied = int(meta.get("pushes_applied", 0))
+        return wire.encode({}, {"restored": sorted(variables), "version": self.version})
+
+    def _stats(self, request: bytes, context: Any) -> bytes:
+        self._decode(request, context)
+        with self._lock:
+            return wire.encode({}, {
+                "version": self.version, "pushes_applied": self.pushes_applied,
+                "applied_steps": sorted(self.applied_steps), "duplicates_refused": self.duplicates_refused,
+                "stale_dropped": self.stale_dropped, "variables": sorted(self._variables),
+            })
+
+    # ---- helpers ----------------------------------------------------------------------
+    def _optimizer(self, name: str, spec: dict[str, Any], context: Any) -> torch.optim.Optimizer:
+        held = self._optimizers.get(name)
+        if held is None or held[0]["class"] != spec["class"]:
+            held = (spec, _build(spec, self._variables[name], context))
+            self._optimizers[name] = held
+        optimizer = held[1]
+        group = optimizer.param_groups[0]
+        for key, value in spec["hyper"].items():  # e.g. a learning rate changed by a schedule
+            if key in group:
+                group[key] = tuple(value) if isinstance(group[key], tuple) else value
+        self._optimizers[name] = (spec, optimizer)
+        return optimizer
+
     @staticmethod
     def _decode(request: bytes, context: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         try:
@@ -105,8 +205,47 @@ class ParameterServer:
     def _check_known(self, names: list[str], context: Any) -> None:
         unknown = [n for n in names if n not in self._variables]
         if unknown:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"Unknown variable(s) {unknown}. This server holds {sorted(self._variables)}.")
+            _refuse(context, f"Unknown variable(s) {unknown}. This server holds {sorted(self._variables)}.")
+
+
+def optimizer_spec(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """The JSON spec a server builds ``optimizer``'s twin from: class name and first group's hyperparameters."""
+    name = type(optimizer).__name__
+    if name not in OPTIMIZERS:
+        raise ValueError(f"Parameter servers run the optimizers {sorted(OPTIMIZERS)}. Received: {name}")
+    group = optimizer.param_groups[0]
+    accepted = inspect.signature(OPTIMIZERS[name].__init__).parameters
+    hyper = {}
+    for key, value in group.items():
+        if key == "params" or key not in accepted:
+            continue
+        if isinstance(value, torch.Tensor):
+            value = value.item()
+        if isinstance(value, tuple):
+            value = list(value)
+        if value is None or isinstance(value, (bool, int, float, str, list)):
+            hyper[key] = value
+    return {"class": name, "hyper": hyper}
+
+
+def _check_spec(spec: Any, context: Any) -> dict[str, Any]:
+    if not isinstance(spec, dict) or spec.get("class") not in OPTIMIZERS or not isinstance(spec.get("hyper"), dict):
+        _refuse(context, f"meta.optimizer must be {{'class': one of {sorted(OPTIMIZERS)}, 'hyper': {{...}}}}. "
+                         f"Received: {str(spec)[:200]}")
+    for key, value in spec["hyper"].items():
+        if isinstance(value, float) and not math.isfinite(value):
+            _refuse(context, f"Optimizer hyperparameter {key} must be finite. Received: {value}")
+    return spec
+
+
+def _build(spec: dict[str, Any], variable: torch.nn.Parameter, context: Any) -> torch.optim.Optimizer:
+    cls = OPTIMIZERS[spec["class"]]
+    accepted = inspect.signature(cls.__init__).parameters
+    hyper = {k: (tuple(v) if isinstance(v, list) else v) for k, v in spec["hyper"].items() if k in accepted}
+    try:
+        return cls([variable], **hyper)  # type: ignore[arg-type]
+    except (TypeError, ValueError, RuntimeError) as err:
+        _refuse(context, f"Cannot build {spec['class']} with {hyper}: {err}")
 
 
 def _refuse(context: Any, message: str) -> NoReturn:

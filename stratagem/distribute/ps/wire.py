@@ -30,7 +30,7 @@ def encode(tensors: dict[str, torch.Tensor], meta: dict[str, Any] | None = None)
     for name, tensor in tensors.items():
         if tensor.dtype not in _NAMES:
             raise ValueError(f"Unsupported dtype on the wire. Expected one of {sorted(DTYPES)}. Received: {tensor.dtype}")
-        data = tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
+        data = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
         entries.append({"name": name, "dtype": _NAMES[tensor.dtype], "shape": list(tensor.shape), "nbytes": len(data)})
         payloads.append(data)
     header = json.dumps({"tensors": entries, "meta": meta or {}}).encode("utf-8")

@@ -67,15 +67,15 @@ def test_embedding_split_over_three_servers_round_trips_exactly(servers: list[Pa
     clients = [PSClient(s.address, timeout_s=10) for s in servers]
     variables = ShardedVariables(clients, partitioner)
     embedding, rate = torch.randn(*EMBEDDING), 0.1
-    variables.create("embedding", embedding, learning_rate=rate)
+    variables.create({"embedding": embedding})
     parts = partitioner(EMBEDDING, torch.float32)[0]  # type: ignore[operator]
     held = [sum(v.shape[0] for v in s._variables.values()) for s in servers]
     assert sum(held) == EMBEDDING[0] and len(variables.layout["embedding"]) == parts
     assert held == [sum(len(r) for i, r in enumerate(shard_rows(10, parts)) if i % 3 == k) for k in range(3)]
-    assert torch.equal(variables.pull(["embedding"])["embedding"], embedding)
+    assert torch.equal(variables.pull(["embedding"])[0]["embedding"], embedding)
     gradient = torch.randn(*EMBEDDING)
-    variables.push({"embedding": gradient})
-    assert torch.equal(variables.pull(["embedding"])["embedding"], embedding.clone().sub_(gradient, alpha=rate))
+    variables.push({"embedding": gradient}, {"optimizer": {"class": "SGD", "hyper": {"lr": rate}}})
+    assert torch.equal(variables.pull(["embedding"])[0]["embedding"], embedding.clone().sub_(gradient, alpha=rate))
 
 
 def _raw(tensor_entries: list[dict], body: bytes, meta: dict | None = None) -> bytes:
@@ -92,18 +92,20 @@ def _raw(tensor_entries: list[dict], body: bytes, meta: dict | None = None) -> b
     ("Push", _raw([{"name": "w", "dtype": "complex64", "shape": [2, 3], "nbytes": 48}], bytes(48)), "unknown dtype"),
     ("Push", _raw([{"name": "w", "dtype": "float32", "shape": [2, 3], "nbytes": 12}], bytes(12)), "12 bytes declared"),
     ("Pull", b"\x00\x00\x00\x05{not", "Malformed message"),
-    ("Create", wire.encode({"v": torch.zeros(1)}, {"learning_rate": "fast"}), "numeric meta.learning_rate"),
+    ("Push", wire.encode({"w": torch.zeros(2, 3)}, {"optimizer": {"class": "Lion", "hyper": {}}}), "meta.optimizer must be"),
+    ("Push", wire.encode({"w": torch.zeros(2, 3)}, {"optimizer": {"class": "SGD", "hyper": {"lr": -1.0}}}), "Cannot build SGD"),
+    ("Push", wire.encode({"w": torch.zeros(2, 3)}, {"step": "seven"}), "meta.step must be"),
 ])
 def test_malformed_message_gets_an_error_reply_and_server_keeps_serving(
         servers: list[ParameterServer], method: str, message: bytes, complaint: str) -> None:
     client = PSClient(servers[0].address, timeout_s=10)
     initial = torch.randn(2, 3)
-    client.call("Create", {"w": initial}, {"learning_rate": 1.0})
+    client.call("Create", {"w": initial}, {})
     with pytest.raises(ParameterServerError, match="refused") as caught:
         client.call_raw(method, message)
     assert complaint in str(caught.value)
     values, meta = client.call("Pull", {}, {"names": ["w"]})  # still serving, variable untouched
-    assert torch.equal(values["w"], initial) and meta["versions"] == {"w": 0}
+    assert torch.equal(values["w"], initial) and meta["version"] == 0
     assert servers[0].pushes_applied == 0
 
 

@@ -1,0 +1,229 @@
+"""``ClusterCoordinator``: schedule steps on whichever worker is free (tf.distribute's shape).
+
+On the chief, ``schedule`` queues a step and returns a ``RemoteValue`` at once;
+``join`` waits for every queued step; ``done`` says whether all have finished.
+On a worker, the same calls (the worker runs the chief's script) record the
+steps and, at every call that waits (``join``, ``done``, ``fetch``), run the
+steps the chief hands this worker until the awaited answer arrives. No code
+or argument crosses the network: only step numbers and return values (see
+``stratagem.distribute.ps.coordination``).
+
+Example:
+    >>> coordinator = ClusterCoordinator(strategy)  # doctest: +SKIP
+    >>> iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))  # doctest: +SKIP
+    >>> losses = [coordinator.schedule(train_step, args=(iterator,)) for _ in range(100)]  # doctest: +SKIP
+    >>> coordinator.join(); print(losses[-1].fetch())  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import atexit
+import inspect
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from stratagem import _nest
+from stratagem.distribute.cluster import CHIEF
+from stratagem.distribute.ps import coordination
+from stratagem.errors import CoordinatorError
+
+
+class RemoteValue:
+    """The future result of a scheduled step; ``fetch()`` waits for it and returns numpy values."""
+
+    def __init__(self, coordinator: ClusterCoordinator, index: int) -> None:
+        self._coordinator, self._index = coordinator, index
+
+    def fetch(self) -> Any:
+        """Waits for the step and returns its value (tensors as numpy arrays)."""
+        return self._coordinator._fetch(self._index)
+
+    def __repr__(self) -> str:
+        return f"RemoteValue(step {self._index})"
+
+
+class PerWorkerValues:
+    """One value per worker: on a worker, this worker's own; on the chief, a placeholder."""
+
+    def __init__(self, local: Any) -> None:
+        self._local = local
+
+    def __iter__(self) -> PerWorkerValues:
+        # iter(per_worker_dataset) gives per-worker iterators, as in TF.
+        return PerWorkerValues(iter(self._local) if self._local is not None else None)
+
+    def __next__(self) -> Any:
+        if self._local is None:
+            raise RuntimeError("Per-worker values live on the workers: use them inside a scheduled function.")
+        return next(self._local)
+
+    def __repr__(self) -> str:
+        return f"PerWorkerValues({'local' if self._local is not None else 'on the workers'})"
+
+
+class ClusterCoordinator:
+    """Schedules functions on the workers of a ``ParameterServerStrategy`` (one per strategy).
+
+    Args:
+        strategy: The ``ParameterServerStrategy`` whose workers run the steps.
+    """
+
+    def __new__(cls, strategy: Any) -> ClusterCoordinator:
+        existing = getattr(strategy, "_coordinator", None)  # one coordinator per strategy, as in TF
+        if existing is not None:
+            return existing  # type: ignore[no-any-return]
+        return super().__new__(cls)
+
+    def __init__(self, strategy: Any) -> None:
+        if getattr(self, "_strategy", None) is not None:
+            return
+        from stratagem.distribute.parameter_server import ParameterServerStrategy
+
+        if not isinstance(strategy, ParameterServerStrategy):
+            raise ValueError(f"ClusterCoordinator needs a ParameterServerStrategy. Received: {type(strategy).__name__}")
+        self._strategy = strategy
+        self._closures: list[tuple[Callable[..., Any], tuple, dict]] = []
+        self._joins = 0
+        self._dones = 0
+        self._timeout_s = strategy._timeout_s
+        self._service: coordination.CoordinatorService | None = None
+        self._client: coordination.CoordinatorClient | None = None
+        if strategy.task_type == CHIEF:
+            self._service = coordination.CoordinatorService(
+                strategy._chief_address, num_workers=strategy.num_workers, step_base=_next_step_id(strategy),
+                worker_timeout_s=strategy._worker_timeout_s)
+        else:
+            self._client = coordination.CoordinatorClient(strategy._chief_address, strategy.task_id,
+                                                          timeout_s=self._timeout_s)
+        strategy._coordinator = self
+        _at_exit(self._close)
+
+    @property
+    def strategy(self) -> Any:
+        return self._strategy
+
+    # ---- TF's API ------------------------------------------------------------------------
+    def schedule(self, fn: Callable[..., Any], args: tuple | None = None, kwargs: dict | None = None) -> RemoteValue:
+        """Queues ``fn(*args, **kwargs)`` for the next free worker; returns its ``RemoteValue``."""
+        args, kwargs = tuple(args or ()), dict(kwargs or {})
+        index = len(self._closures)
+        self._closures.append((fn, args, kwargs))
+        if self._service is not None:
+            assigned = self._service.schedule(_function_name(fn))
+            assert assigned == index, "the chief's steps are numbered in schedule order"
+        return RemoteValue(self, index)
+
+    def join(self) -> None:
+        """Waits until every scheduled step has finished; raises the first step's error, if any."""
+        if self._service is not None:
+            self._service.join(self._timeout_s)
+        else:
+            self._serve({"kind": "join", "index": self._joins})
+        self._joins += 1
+
+    def done(self) -> bool:
+        """Whether every scheduled step has finished (never waits on the chief)."""
+        if self._service is not None:
+            answer = self._service.done()
+        else:
+            answer = bool(self._serve({"kind": "done", "index": self._dones})[1]["done"])
+        self._dones += 1
+        return answer
+
+    def fetch(self, values: Any) -> Any:
+        """``RemoteValue``s in a nested structure, replaced by their fetched results."""
+        return _nest.map_structure(lambda v: v.fetch() if isinstance(v, RemoteValue) else v, values)
+
+    def create_per_worker_dataset(self, dataset_fn: Callable[..., Iterable[Any]] | Iterable[Any]) -> PerWorkerValues:
+        """Builds each worker's own dataset by calling ``dataset_fn`` there (never on the chief).
+
+        ``dataset_fn`` may take an ``InputContext`` (this worker's index among
+        ``num_workers`` pipelines) to shard or seed its data; a dataset
+        passed instead of a function is iterated whole by every worker.
+        """
+        if self._service is not None:
+            return PerWorkerValues(None)
+        if not callable(dataset_fn):
+            return PerWorkerValues(dataset_fn)
+        takes_context = bool(inspect.signature(dataset_fn).parameters)
+        return PerWorkerValues(dataset_fn(self._strategy._input_context()) if takes_context else dataset_fn())
+
+    # ---- chief-side introspection (tests, tools) ---------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        """On the chief: per worker, steps run and liveness; which worker ran each step."""
+        return self._service.stats() if self._service is not None else {}
+
+    # ---- internals ------------------------------------------------------------------------
+    def _fetch(self, index: int) -> Any:
+        if self._service is not None:
+            return coordination.decode_value(self._service.wait_result(index, self._timeout_s))
+        return coordination.decode_value(self._serve({"kind": "value", "index": index})[2])
+
+    def _serve(self, wait: dict[str, Any]) -> tuple[Any, dict[str, Any], bytes]:
+        """Runs the steps handed to this worker until the chief answers ``wait``."""
+        assert self._client is not None
+        while True:
+            tensors, meta, raw = self._client.poll(len(self._closures), wait)
+            if "error" in meta:
+                raise CoordinatorError(meta["error"])
+            if "run" in meta:
+                self._run(int(meta["run"]), str(meta.get("function")))
+            elif not meta.get("idle"):
+                return tensors, meta, raw
+
+    def _run(self, index: int, function: str) -> None:
+        assert self._client is not None
+        fn, args, kwargs = self._closures[index]
+        if _function_name(fn) != function:
+            message = (f"Step {index} is {function} on the chief but {_function_name(fn)} on worker "
+                       f"{self._strategy.task_id}: the worker's script took another path. Keep the code that "
+                       "schedules steps the same on every task (no branching on the task type before it).")
+            self._client.report(index, error=message)
+            raise CoordinatorError(message)
+        args = tuple(a._local if isinstance(a, PerWorkerValues) else a for a in args)
+        kwargs = {k: (v._local if isinstance(v, PerWorkerValues) else v) for k, v in kwargs.items()}
+        self._strategy._begin_step(self._client.step_base + index)
+        try:
+            value = coordination.encode_value(fn(*args, **kwargs))
+        except Exception as err:
+            self._client.report(index, error=coordination.error_text(err))
+            raise
+        finally:
+            self._strategy._end_step()
+        self._client.report(index, value=value)
+
+    def _close(self) -> None:
+        service, client = self._service, self._client
+        self._service = self._client = None
+        if service is not None:
+            service.shutdown(grace_s=self._timeout_s)
+        if client is not None:
+            client.close()
+
+
+def _at_exit(fn: Callable[[], None]) -> None:
+    """Runs ``fn`` when the main thread ends, before thread pools stop taking work.
+
+    The chief must keep answering its workers while they finish replaying;
+    gRPC serves on a thread pool, and ``atexit`` handlers run only after
+    Python has shut every pool down, so a plain ``atexit`` hook would be too late.
+    """
+    register = getattr(threading, "_register_atexit", None)
+    (register or atexit.register)(fn)
+
+
+def _function_name(fn: Callable[..., Any]) -> str:
+    return getattr(fn, "__qualname__", type(fn).__name__)
+
+
+def _next_step_id(strategy: Any) -> int:
+    """Step ids continue after every step the servers have applied (a restarted chief reuses none)."""
+    highest = -1
+    for client in strategy.variables.clients:
+        steps = client.call("Stats", {}, {})[1]["applied_steps"]
+        highest = max([highest, *steps])
+    return highest + 1
+
+
+__all__ = ["ClusterCoordinator", "PerWorkerValues", "RemoteValue"]

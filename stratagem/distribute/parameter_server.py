@@ -1,0 +1,237 @@
+"""``ParameterServerStrategy``: asynchronous training, variables and optimizer state on ``ps`` tasks.
+
+The cluster (``TF_CONFIG`` schema) has one ``chief``, one or more ``worker``
+tasks and one or more ``ps`` tasks. Every task may run the same script:
+
+- a ``ps`` task serves its variables (``stratagem.distribute.ps.server``) and
+  never returns from the strategy's constructor (``stratagem run --ps`` starts
+  servers without any script);
+- the chief is the coordinator: it creates the variables (its initial values
+  win), and ``ClusterCoordinator.schedule`` queues steps that workers run;
+- a worker replays the chief's program: it builds the same model and datasets,
+  and runs the scheduled steps the chief hands it. In a step it pulls the
+  current values from the servers, computes gradients on its own batch and
+  pushes them; each server applies a push when it arrives (asynchronous), with
+  its own copy of the optimizer (``torch.optim`` SGD, Adam, AdamW, Adagrad,
+  RMSprop), so optimizer state lives on the servers.
+
+Each step is one worker's batch: ``num_replicas_in_sync`` is 1 and the loss is
+averaged over that batch. Buffers (BatchNorm statistics) stay local to each
+process. ``staleness=S`` bounds how old the values behind a push may be: a
+push computed from values more than S pushes behind a server's current version
+is dropped by that server (and counted), instead of being applied.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any
+
+import torch
+from torch import nn
+from torch.optim.optimizer import register_optimizer_step_pre_hook
+from typing_extensions import override
+
+from stratagem.distribute.cluster import CHIEF, PS, WORKER, ClusterResolver, TFConfigClusterResolver
+from stratagem.distribute.input_context import InputContext
+from stratagem.distribute.options import CommunicationOptions
+from stratagem.distribute.ps.client import PSClient, ShardedVariables
+from stratagem.distribute.ps.server import optimizer_spec
+from stratagem.distribute.strategy import Strategy
+from stratagem.distribute.values import ReduceOp
+from stratagem.errors import ConfigurationError
+
+WORKER_TIMEOUT_ENV = "STRATAGEM_WORKER_TIMEOUT_S"
+DEFAULT_WORKER_TIMEOUT_S = 10.0
+
+
+class ParameterServerStrategy(Strategy):
+    """Asynchronous data parallelism: workers pull variables, push gradients; servers apply them.
+
+    Args:
+        cluster_resolver: Where the tasks are; default ``TFConfigClusterResolver()``
+            (``TF_CONFIG``). The cluster needs a ``chief``, ``worker`` and ``ps`` job.
+        variable_partitioner: Splits large variables along axis 0 over the servers
+            (``FixedShardsPartitioner``, ``MinSizePartitioner``, ``MaxSizePartitioner``);
+            default: one shard per variable, variables placed round-robin.
+        staleness: Drop a push computed from values more than this many pushes
+            old (per server); ``None`` (default) applies every push.
+        worker_timeout_s: A worker silent this long is declared dead and its
+            steps are rescheduled; default ``STRATAGEM_WORKER_TIMEOUT_S`` or 10 s.
+        communication_options: Its ``timeout_seconds`` bounds every call to a
+            server and every wait for a worker or the chief.
+
+    Example:
+        >>> strategy = ParameterServerStrategy(TFConfigClusterResolver())  # doctest: +SKIP
+        >>> coordinator = ClusterCoordinator(strategy)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        cluster_resolver: ClusterResolver | None = None,
+        variable_partitioner: Any = None,
+        *,
+        staleness: int | None = None,
+        worker_timeout_s: float | None = None,
+        communication_options: CommunicationOptions | None = None,
+    ) -> None:
+        if staleness is not None and (not isinstance(staleness, int) or staleness < 0):
+            raise ValueError(f"staleness must be a non-negative int or None. Received: staleness={staleness!r}")
+        self._partitioner = variable_partitioner
+        self._staleness = staleness
+        self._timeout_s = (communication_options or CommunicationOptions()).resolved_timeout_s()
+        timeout = worker_timeout_s if worker_timeout_s is not None else float(
+            os.environ.get(WORKER_TIMEOUT_ENV, DEFAULT_WORKER_TIMEOUT_S))
+        if timeout <= 0:
+            raise ValueError(f"worker_timeout_s must be positive. Received: worker_timeout_s={timeout}")
+        self._worker_timeout_s = timeout
+        self._modules: list[tuple[str, nn.Module]] = []
+        self._coordinator: Any = None  # the ClusterCoordinator, once one is made
+        self._names: dict[int, str] = {}  # id(parameter) -> variable name
+        self._local = threading.local()  # the step id and pulled versions of the running closure
+        self.stale_dropped = 0
+        self.duplicates_refused = 0
+        super().__init__(cluster_resolver=cluster_resolver if cluster_resolver is not None else TFConfigClusterResolver())
+
+    # ---- what the coordinator and tests read ----------------------------------------
+    @property
+    def task_type(self) -> str:
+        return self._task_type
+
+    @property
+    def task_id(self) -> int:
+        return self._task_id
+
+    @property
+    def num_workers(self) -> int:
+        return self._num_workers
+
+    @property
+    def variables(self) -> ShardedVariables:
+        return self._variables
+
+    # ---- hooks -------------------------------------------------------------------------
+    @override
+    def _setup(self) -> None:
+        resolver = self._cluster_resolver
+        assert resolver is not None, "__init__ always passes a resolver"
+        spec = resolver.cluster_spec().as_dict()
+        missing = [job for job in (CHIEF, WORKER, PS) if not spec.get(job)]
+        if missing:
+            raise ConfigurationError(
+                f"ParameterServerStrategy needs a cluster with 'chief', 'worker' and 'ps' jobs; this one lacks "
+                f"{missing}. Add them to TF_CONFIG's cluster (or run `stratagem run --ps P --workers W script.py`). "
+                f"Received: jobs={sorted(spec)}")
+        self._task_type, self._task_id = str(resolver.task_type), int(resolver.task_id or 0)
+        self._num_workers = len(spec[WORKER])
+        self._chief_address = spec[CHIEF][0]
+        if self._task_type == PS:
+            from stratagem.distribute.ps.serve import serve
+
+            sys.exit(serve(spec[PS][self._task_id], name=f"ps {self._task_id}"))
+        clients = [PSClient(address, timeout_s=self._timeout_s, name=f"ps {i} at {address}")
+                   for i, address in enumerate(spec[PS])]
+        self._variables = ShardedVariables(clients, self._partitioner)
+        self._install_optimizer_hook()
+
+    @override
+    def _wrap_module(self, module: nn.Module) -> nn.Module:
+        prefix = f"m{len(self._modules)}"
+        self._modules.append((prefix, module))
+        named = {f"{prefix}/{name}": p for name, p in module.named_parameters()}
+        for name, parameter in named.items():
+            self._names[id(parameter)] = name
+        if self._task_type == CHIEF:
+            self._variables.create({name: p.detach() for name, p in named.items()})
+        else:
+            for name, parameter in named.items():
+                self._variables.place(name, tuple(parameter.shape), parameter.dtype)
+            self._variables.wait_until_created(list(named), self._timeout_s)
+        self._pull_into(module, prefix)
+        return module
+
+    @override
+    def _all_reduce(self, tensor: torch.Tensor, op: ReduceOp) -> torch.Tensor:
+        return tensor  # one replica per step: nothing to combine
+
+    @override
+    def _input_context(self) -> InputContext:
+        worker = self._task_id if self._task_type == WORKER else 0
+        return InputContext(num_input_pipelines=self._num_workers, input_pipeline_id=worker, num_replicas_in_sync=1)
+
+    @override
+    def _is_chief(self) -> bool:
+        return self._task_type == CHIEF
+
+    @override
+    def _refresh_variables(self) -> None:
+        if getattr(self._local, "step", None) is not None:
+            for prefix, module in self._modules:
+                self._pull_into(module, prefix)
+
+    @override
+    def _optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        self._push(optimizer)
+
+    @override
+    def _teardown(self) -> None:
+        hook = getattr(self, "_hook", None)
+        if hook is not None:
+            hook.remove()
+        coordinator = getattr(self, "_coordinator", None)
+        if coordinator is not None:
+            coordinator._close()
+
+    # ---- pulls and pushes --------------------------------------------------------------
+    def pull_all(self) -> None:
+        """Copies the servers' current values into every distributed module (e.g. before saving)."""
+        for prefix, module in self._modules:
+            self._pull_into(module, prefix)
+
+    def _pull_into(self, module: nn.Module, prefix: str) -> None:
+        named = {f"{prefix}/{name}": p for name, p in module.named_parameters()}
+        values, versions = self._variables.pull(list(named))
+        with torch.no_grad():
+            for name, parameter in named.items():
+                parameter.copy_(values[name].to(parameter.device))
+        self._local.versions = {**getattr(self._local, "versions", {}), **versions}
+
+    def _push(self, optimizer: torch.optim.Optimizer) -> None:
+        gradients = {}
+        for group in optimizer.param_groups:
+            for parameter in group["params"]:
+                name = self._names.get(id(parameter))
+                if name is not None and parameter.grad is not None:
+                    gradients[name] = parameter.grad.detach().cpu()
+                    parameter.grad = None  # the local optimizer must not also step it
+        if not gradients:
+            return
+        meta: dict[str, Any] = {"optimizer": optimizer_spec(optimizer), "step": getattr(self._local, "step", None)}
+        if self._staleness is not None:
+            meta["staleness"] = self._staleness
+        replies = self._variables.push(gradients, meta, getattr(self._local, "versions", None))
+        self.stale_dropped += sum(1 for r in replies.values() if r.get("stale"))
+        self.duplicates_refused += sum(1 for r in replies.values() if r.get("duplicate"))
+
+    def _install_optimizer_hook(self) -> None:
+        """``optimizer.step()`` in a custom loop pushes the gradients of server-held parameters."""
+        strategy = self
+
+        def before_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+            if any(id(p) in strategy._names for group in optimizer.param_groups for p in group["params"]):
+                strategy._push(optimizer)  # clears those gradients: torch's step then skips them
+
+        self._hook = register_optimizer_step_pre_hook(before_step)
+
+    def _begin_step(self, step: int) -> None:
+        self._local.step = step
+        self._local.versions = {}
+
+    def _end_step(self) -> None:
+        self._local.step = None
+
+    def __repr__(self) -> str:
+        return (f"ParameterServerStrategy(task={self._task_type}:{self._task_id}, workers={self._num_workers}, "
+                f"ps={len(self._variables.clients)}, staleness={self._staleness})")

@@ -1,0 +1,421 @@
+"""The chief's coordination service and the workers' client of it (gRPC, raw bytes, no pickling).
+
+Workers run the same script as the chief and replay its calls: the ``n``-th
+``schedule`` call on a worker holds the same function and arguments as the
+chief's ``n``-th. So only ordinals travel: the chief says "run closure n",
+the worker runs its own copy and reports the return value (tensors as raw
+bytes, the rest as JSON). Whatever the chief observes that could steer its
+program (a fetched value, ``done()``) is handed to the workers too, so their
+replay takes the same path.
+
+Liveness: a worker heartbeats every second; one silent for ``worker_timeout_s``
+is declared dead and the closures it held go back to the front of the queue.
+A worker that registers again (restarted) gets its old closures requeued at
+once. The first report of a closure wins; the parameter servers refuse a
+second push of the same step, so a re-run step is applied once.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+import uuid
+from concurrent import futures
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+import grpc
+import numpy as np
+import torch
+
+from stratagem.distribute.ps import wire
+from stratagem.errors import CoordinatorError
+
+SERVICE = "stratagem.Coordinator"
+METHODS = ("Hello", "Poll", "Report", "Heartbeat", "Bye")
+POLL_WAIT_S = 0.5
+HEARTBEAT_S = 1.0
+
+
+# ---- return values on the wire ------------------------------------------------------
+def encode_value(value: Any) -> bytes:
+    """Nested lists/tuples/dicts of tensors, arrays, numbers, strings and None, as one wire message."""
+    tensors: dict[str, torch.Tensor] = {}
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, (torch.Tensor, np.ndarray, np.generic)):
+            key = f"t{len(tensors)}"
+            tensors[key] = torch.as_tensor(np.asarray(item)) if not isinstance(item, torch.Tensor) else item.detach().cpu()
+            return {"__tensor__": key}
+        if isinstance(item, tuple):
+            return {"__tuple__": [walk(x) for x in item]}
+        if isinstance(item, list):
+            return [walk(x) for x in item]
+        if isinstance(item, dict):
+            if not all(isinstance(k, str) for k in item):
+                raise TypeError(f"A scheduled function's dict results need string keys. Received keys: {list(item)[:5]}")
+            return {"__dict__": {k: walk(v) for k, v in item.items()}}
+        if item is None or isinstance(item, (bool, int, float, str)):
+            return item
+        raise TypeError(f"A scheduled function may return tensors, arrays, numbers, strings, None and "
+                        f"lists/tuples/dicts of them. Received: {type(item).__name__}")
+
+    return wire.encode(tensors, {"value": walk(value)})
+
+
+def decode_value(message: bytes) -> Any:
+    """The value of ``encode_value``, with tensors as numpy arrays (as ``RemoteValue.fetch`` returns them)."""
+    tensors, meta = wire.decode(message)
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, list):
+            return [walk(x) for x in item]
+        if isinstance(item, dict):
+            if "__tensor__" in item:
+                return tensors[item["__tensor__"]].numpy()
+            if "__tuple__" in item:
+                return tuple(walk(x) for x in item["__tuple__"])
+            return {k: walk(v) for k, v in item["__dict__"].items()}
+        return item
+
+    return walk(meta.get("value"))
+
+
+# ---- the chief's side ----------------------------------------------------------------
+@dataclass
+class _Worker:
+    incarnation: str
+    last_seen: float
+    alive: bool = True
+    left: bool = False
+    closures_run: int = 0
+
+
+@dataclass
+class _State:
+    functions: list[str] = field(default_factory=list)  # qualname of closure n, to catch diverged replays
+    queue: collections.deque = field(default_factory=collections.deque)
+    in_flight: dict[int, tuple[int, str]] = field(default_factory=dict)
+    results: dict[int, bytes] = field(default_factory=dict)
+    ran_by: dict[int, tuple[int, str]] = field(default_factory=dict)
+    joins: int = 0
+    done_answers: list[bool] = field(default_factory=list)
+    failure: str | None = None
+    finished: bool = False
+    workers: dict[int, _Worker] = field(default_factory=dict)
+
+
+class CoordinatorService:
+    """Runs on the chief: the closure queue, the workers' liveness, and the answers they replay."""
+
+    def __init__(self, address: str, *, num_workers: int, step_base: int, worker_timeout_s: float) -> None:
+        self.num_workers, self.step_base, self.worker_timeout_s = num_workers, step_base, worker_timeout_s
+        self._state = _State()
+        self._cond = threading.Condition()
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max(8, 2 * num_workers + 4)),
+                                   options=[("grpc.max_receive_message_length", -1),
+                                            ("grpc.max_send_message_length", -1)])
+        handlers = {name: grpc.unary_unary_rpc_method_handler(getattr(self, f"_{name.lower()}")) for name in METHODS}
+        self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+        if self._server.add_insecure_port(address) == 0:
+            raise OSError(f"The chief cannot listen on {address} for its workers: the port is taken or the "
+                          "address is not this host's. Fix the chief's address in TF_CONFIG.")
+        self.address = address
+        self._server.start()
+        self._stop = threading.Event()
+        self._started = time.monotonic()
+        self._reaper = threading.Thread(target=self._reap, name="stratagem-worker-reaper", daemon=True)
+        self._reaper.start()
+
+    # -- the chief's own calls (in-process) --
+    def schedule(self, function: str) -> int:
+        with self._cond:
+            self._raise_failure()
+            n = len(self._state.functions)
+            self._state.functions.append(function)
+            self._state.queue.append(n)
+            self._cond.notify_all()
+            return n
+
+    def wait_result(self, n: int, timeout_s: float) -> bytes:
+        return self._wait(lambda: self._state.results.get(n), f"the result of closure {n}", timeout_s)
+
+    def join(self, timeout_s: float) -> None:
+        state = self._state
+        self._wait(lambda: len(state.results) == len(state.functions) or None, "join", timeout_s)
+        with self._cond:
+            state.joins += 1
+            self._cond.notify_all()
+
+    def done(self) -> bool:
+        with self._cond:
+            self._raise_failure()
+            answer = len(self._state.results) == len(self._state.functions)
+            self._state.done_answers.append(answer)
+            self._cond.notify_all()
+            return answer
+
+    def stats(self) -> dict[str, Any]:
+        """Who ran what: per worker, closures reported and whether it is alive."""
+        with self._cond:
+            return {"workers": {i: {"alive": w.alive, "incarnation": w.incarnation, "closures_run": w.closures_run}
+                                for i, w in self._state.workers.items()},
+                    "ran_by": dict(self._state.ran_by), "scheduled": len(self._state.functions)}
+
+    def live_workers(self) -> list[int]:
+        with self._cond:
+            return sorted(i for i, w in self._state.workers.items() if w.alive and not w.left)
+
+    def shutdown(self, grace_s: float) -> None:
+        """Lets the workers finish replaying (answers stay available), then stops serving."""
+        with self._cond:
+            self._state.finished = True
+            self._cond.notify_all()
+        deadline = time.monotonic() + grace_s
+        with self._cond:
+            while any(w.alive and not w.left for w in self._state.workers.values()) and time.monotonic() < deadline:
+                self._cond.wait(0.2)
+        self._stop.set()
+        self._server.stop(1.0).wait(2.0)
+
+    def _wait(self, ready: Any, what: str, timeout_s: float) -> Any:
+        with self._cond:
+            while True:
+                self._raise_failure()
+                value = ready()
+                if value is not None:
+                    return value
+                if not any(w.alive for w in self._state.workers.values()) and self._no_worker_since() > timeout_s:
+                    raise CoordinatorError(f"No worker has been alive for {timeout_s:g}s while the chief waits for "
+                                            f"{what}. Start the workers (same script, TF_CONFIG task type 'worker').")
+                self._cond.wait(0.5)
+
+    def _no_worker_since(self) -> float:
+        seen = [w.last_seen for w in self._state.workers.values()]
+        return time.monotonic() - (max(seen) if seen else self._started)
+
+    def _raise_failure(self) -> None:
+        if self._state.failure is not None:
+            raise CoordinatorError(self._state.failure)
+
+    # -- RPCs from workers --
+    def _hello(self, request: bytes, context: Any) -> bytes:
+        meta = self._meta(request, context)
+        worker, incarnation = self._identity(meta, context)
+        with self._cond:
+            old = self._state.workers.get(worker)
+            if old is not None and old.incarnation != incarnation:
+                self._requeue(worker, old.incarnation)  # restarted: what the old process held is lost
+            self._state.workers[worker] = _Worker(incarnation, time.monotonic())
+            self._cond.notify_all()
+        return wire.encode({}, {"step_base": self.step_base, "num_workers": self.num_workers})
+
+    def _heartbeat(self, request: bytes, context: Any) -> bytes:
+        meta = self._meta(request, context)
+        with self._cond:
+            self._touch(*self._identity(meta, context))
+        return wire.encode({}, {})
+
+    def _bye(self, request: bytes, context: Any) -> bytes:
+        meta = self._meta(request, context)
+        worker, incarnation = self._identity(meta, context)
+        with self._cond:
+            record = self._state.workers.get(worker)
+            if record is not None and record.incarnation == incarnation:
+                record.left = True
+                self._requeue(worker, incarnation)
+            self._cond.notify_all()
+        return wire.encode({}, {})
+
+    def _report(self, request: bytes, context: Any) -> bytes:
+        tensors, meta = _decode(request, context)
+        worker, incarnation = self._identity(meta, context)
+        n, error = meta.get("closure"), meta.get("error")
+        if not isinstance(n, int):
+            _refuse(context, f"Report needs meta.closure (int). Received: {n!r}")
+        with self._cond:
+            self._touch(worker, incarnation)
+            if self._state.in_flight.get(n) == (worker, incarnation):
+                del self._state.in_flight[n]
+            if n in self._state.results:
+                return wire.encode({}, {"accepted": False})  # a re-run closure: the first report won
+            if n in self._state.queue:
+                self._state.queue.remove(n)
+            if error is not None:
+                self._state.failure = (f"Closure {n} ({self._state.functions[n]}) failed on worker {worker}: {error}")
+            else:
+                self._state.results[n] = wire.encode(tensors, {"value": meta.get("value")})
+                self._state.ran_by[n] = (worker, incarnation)
+                self._state.workers[worker].closures_run += 1
+            self._cond.notify_all()
+        return wire.encode({}, {"accepted": True})
+
+    def _poll(self, request: bytes, context: Any) -> bytes:
+        meta = self._meta(request, context)
+        worker, incarnation = self._identity(meta, context)
+        scheduled, wait = meta.get("scheduled"), meta.get("wait")
+        if not isinstance(scheduled, int) or not isinstance(wait, dict):
+            _refuse(context, "Poll needs meta.scheduled (int) and meta.wait (object)")
+        deadline = time.monotonic() + POLL_WAIT_S
+        with self._cond:
+            while True:
+                self._touch(worker, incarnation)
+                state = self._state
+                if state.failure is not None:
+                    return wire.encode({}, {"error": state.failure})
+                answer = self._answer(wait)
+                if answer is not None:
+                    return answer
+                n = next((k for k in state.queue if k < scheduled), None)
+                if n is not None:
+                    state.queue.remove(n)
+                    state.in_flight[n] = (worker, incarnation)
+                    return wire.encode({}, {"run": n, "function": state.functions[n]})
+                if state.finished and len(state.results) == len(state.functions):
+                    return wire.encode({}, {"error": f"The chief finished its program while this worker waits for "
+                                                     f"{wait}: the worker's script took another path than the chief's."})
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return wire.encode({}, {"idle": True})
+                self._cond.wait(remaining)
+
+    def _answer(self, wait: dict[str, Any]) -> bytes | None:
+        kind, index = wait.get("kind"), wait.get("index")
+        state = self._state
+        if kind == "value" and isinstance(index, int) and index in state.results:
+            return state.results[index]
+        if kind == "join" and isinstance(index, int) and state.joins > index:
+            return wire.encode({}, {"joined": True})
+        if kind == "done" and isinstance(index, int) and len(state.done_answers) > index:
+            return wire.encode({}, {"done": state.done_answers[index]})
+        return None
+
+    # -- bookkeeping --
+    def _touch(self, worker: int, incarnation: str) -> None:
+        record = self._state.workers.get(worker)
+        if record is not None and record.incarnation == incarnation:
+            record.last_seen = time.monotonic()
+            if not record.alive:
+                record.alive = True
+                self._cond.notify_all()
+
+    def _requeue(self, worker: int, incarnation: str) -> None:
+        lost = sorted(n for n, holder in self._state.in_flight.items() if holder == (worker, incarnation))
+        for n in reversed(lost):
+            del self._state.in_flight[n]
+            self._state.queue.appendleft(n)
+        if lost:
+            self._cond.notify_all()
+
+    def _reap(self) -> None:
+        while not self._stop.wait(0.25):
+            with self._cond:
+                now = time.monotonic()
+                for index, record in self._state.workers.items():
+                    if record.alive and not record.left and now - record.last_seen > self.worker_timeout_s:
+                        record.alive = False
+                        self._requeue(index, record.incarnation)
+                self._cond.notify_all()
+
+    def _identity(self, meta: dict[str, Any], context: Any) -> tuple[int, str]:
+        worker, incarnation = meta.get("worker"), meta.get("incarnation")
+        if not isinstance(worker, int) or not 0 <= worker < self.num_workers or not isinstance(incarnation, str):
+            _refuse(context, f"Requests need meta.worker (0..{self.num_workers - 1}) and meta.incarnation. "
+                             f"Received: worker={worker!r}")
+        return worker, incarnation
+
+    @staticmethod
+    def _meta(request: bytes, context: Any) -> dict[str, Any]:
+        return _decode(request, context)[1]
+
+
+# ---- the worker's side ----------------------------------------------------------------
+class CoordinatorClient:
+    """A worker's line to the chief: registers, heartbeats, polls for closures and answers."""
+
+    def __init__(self, address: str, worker: int, *, timeout_s: float) -> None:
+        self.address, self.worker, self.timeout_s = address, worker, timeout_s
+        self.incarnation = uuid.uuid4().hex
+        self._channel = grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", -1),
+                                                                 ("grpc.max_send_message_length", -1)])
+        self._methods = {name: self._channel.unary_unary(f"/{SERVICE}/{name}") for name in METHODS}
+        hello = self._call_until_up("Hello", {})
+        self.step_base, self.num_workers = int(hello["step_base"]), int(hello["num_workers"])
+        self._stop = threading.Event()
+        self._beat = threading.Thread(target=self._heartbeats, name="stratagem-heartbeat", daemon=True)
+        self._beat.start()
+
+    def poll(self, scheduled: int, wait: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any], bytes]:
+        reply = self._call_raw("Poll", wire.encode({}, self._with_id({"scheduled": scheduled, "wait": wait})),
+                               timeout=POLL_WAIT_S + self.timeout_s)
+        tensors, meta = wire.decode(reply)
+        return tensors, meta, reply
+
+    def report(self, closure: int, *, value: bytes | None = None, error: str | None = None) -> None:
+        tensors, meta = wire.decode(value) if value is not None else ({}, {})
+        meta = self._with_id({"closure": closure, "value": meta.get("value"), "error": error})
+        self._call_raw("Report", wire.encode(tensors, meta), timeout=self.timeout_s)
+
+    def close(self) -> None:
+        self._stop.set()
+        try:
+            self._call_raw("Bye", wire.encode({}, self._with_id({})), timeout=5.0)
+        except CoordinatorError:
+            pass  # the chief is gone already: nothing to say goodbye to
+        self._channel.close()
+
+    def _heartbeats(self) -> None:
+        message = wire.encode({}, self._with_id({}))
+        while not self._stop.wait(HEARTBEAT_S):
+            try:
+                self._methods["Heartbeat"](message, timeout=HEARTBEAT_S * 5)
+            except grpc.RpcError:
+                pass  # the main thread's next call reports a lost chief, with its deadline
+
+    def _call_until_up(self, method: str, meta: dict[str, Any]) -> dict[str, Any]:
+        """The chief may start after its workers: retry until it answers or the timeout passes."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                reply = self._methods[method](wire.encode({}, self._with_id(meta)), timeout=5.0)
+                return wire.decode(reply)[1]
+            except grpc.RpcError as err:
+                if err.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:  # type: ignore[attr-defined]
+                    raise CoordinatorError(
+                        f"Worker {self.worker} could not reach the chief's coordinator at {self.address} within "
+                        f"{self.timeout_s:g}s ({err.code().name}). Start the chief, and check its address in "  # type: ignore[attr-defined]
+                        "TF_CONFIG.") from err
+                time.sleep(0.2)
+
+    def _call_raw(self, method: str, message: bytes, *, timeout: float) -> bytes:
+        try:
+            return self._methods[method](message, timeout=timeout)
+        except grpc.RpcError as err:
+            raise CoordinatorError(f"Worker {self.worker} lost the chief's coordinator at {self.address} "
+                                    f"({err.code().name}: {err.details()}). The chief has stopped or "  # type: ignore[attr-defined]
+                                    "is unreachable.") from err
+
+    def _with_id(self, meta: dict[str, Any]) -> dict[str, Any]:
+        return {"worker": self.worker, "incarnation": self.incarnation, **meta}
+
+
+def _decode(request: bytes, context: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    try:
+        return wire.decode(request)
+    except ValueError as err:
+        _refuse(context, f"Malformed message: {err}")
+
+
+def _refuse(context: Any, message: str) -> NoReturn:
+    context.abort(grpc.StatusCode.INVALID_ARGUMENT, message)
+    raise AssertionError("unreachable: grpc's abort raises")
+
+
+def error_text(err: BaseException) -> str:
+    """What a worker reports of a closure's exception: its type, message and traceback (text only)."""
+    import traceback
+
+    return f"{type(err).__name__}: {err}\n" + "".join(traceback.format_exception(err))[-4000:]
+
+

@@ -1,0 +1,44 @@
+"""Runs one parameter server until it is stopped: ``python -m stratagem.distribute.ps.serve``.
+
+Reads ``TF_CONFIG`` (task type ``ps``) for the address to bind, so a ``ps``
+task needs no user script. ``stratagem run --ps P`` starts these; a script
+that builds ``ParameterServerStrategy`` on a ``ps`` task ends up here too.
+The server stops on SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+
+from stratagem.distribute.cluster import PS, TFConfigClusterResolver
+from stratagem.distribute.ps.server import ParameterServer
+from stratagem.errors import ConfigurationError
+
+
+def serve(address: str, *, name: str = "ps") -> int:
+    """Serves on ``address`` until SIGTERM/SIGINT; returns the exit status."""
+    server = ParameterServer(address).start()
+    print(f"stratagem: {name} serving on {server.address}", flush=True)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    while not stop.wait(1.0):
+        pass
+    server.stop()
+    return 0
+
+
+def main() -> int:
+    resolver = TFConfigClusterResolver()
+    if resolver.task_type != PS:
+        raise ConfigurationError(
+            "stratagem.distribute.ps.serve runs a parameter server, so TF_CONFIG's task.type must be 'ps'. "
+            f"Received: task.type={resolver.task_type!r}")
+    address = resolver.cluster_spec().task_address(PS, int(resolver.task_id or 0))
+    return serve(address, name=f"ps {resolver.task_id}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""A local parameter-server job for tests: chief, workers and servers as real processes on loopback.
+
+Each process gets its own ``TF_CONFIG``; servers run
+``python -m stratagem.distribute.ps.serve`` (no script). Tests can kill and
+restart single workers, read the servers' counters, and wait for the chief.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from stratagem.distribute.ps.client import PSClient
+from stratagem.launcher.environment import ps_cluster_configs
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class LocalPSCluster:
+    """Starts ``script`` as chief and ``num_workers`` workers, plus ``num_ps`` servers.
+
+    Args:
+        script: Path of the training script (run by the chief and the workers).
+        num_workers, num_ps: Task counts.
+        env: Extra environment for every process.
+        log_dir: Where each process's combined output goes (``chief.log``, ``worker0.log``...).
+    """
+
+    def __init__(self, script: str | Path, *, num_workers: int, num_ps: int, log_dir: Path,
+                 env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> None:
+        self.script, self.args, self.log_dir = str(script), args, log_dir
+        self.configs = ps_cluster_configs(num_workers, num_ps)
+        self.env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+                    "PYTHONUNBUFFERED": "1", **(env or {})}
+        self.processes: dict[tuple[str, int], subprocess.Popen] = {}
+        self.restarts: dict[tuple[str, int], int] = {}
+        for index in range(num_ps):
+            self.start("ps", index)
+        for index in range(num_workers):
+            self.start("worker", index)
+        self.start("chief", 0)
+
+    def start(self, kind: str, index: int) -> subprocess.Popen:
+        key = (kind, index)
+        attempt = self.restarts.get(key, -1) + 1
+        self.restarts[key] = attempt
+        command = ([sys.executable, "-m", "stratagem.distribute.ps.serve"] if kind == "ps"
+                   else [sys.executable, self.script, *self.args])
+        log = open(self.log_dir / f"{kind}{index}{'' if attempt == 0 else f'.{attempt}'}.log", "w")  # noqa: SIM115
+        env = {**self.env, "TF_CONFIG": self.configs[key], "STRATAGEM_RESTART_COUNT": str(attempt)}
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        log.close()
+        self.processes[key] = process
+        return process
+
+    def address(self, kind: str, index: int) -> str:
+        import json
+
+        return str(json.loads(self.configs[(kind, index)])["cluster"][kind][index])
+
+    def server_stats(self, index: int) -> dict[str, Any]:
+        client = PSClient(self.address("ps", index), timeout_s=10)
+        try:
+            return client.call("Stats", {}, {})[1]
+        finally:
+            client.close()
+
+    def wait(self, kind: str, index: int, timeout_s: float) -> int:
+        """Exit status of a task, after at most ``timeout_s`` (then ``TimeoutError``)."""
+        try:
+            return self.processes[(kind, index)].wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"{kind} {index} still running after {timeout_s:g}s.\n{self.logs()}") from None
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {path.name} ---\n{path.read_text()[-3000:]}" for path in sorted(self.log_dir.glob("*.log")))
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.terminate()
+        deadline = time.monotonic() + 10
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def __enter__(self) -> LocalPSCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
