@@ -40,12 +40,14 @@ def capture(model: Any, callbacks: list[Any]) -> dict[str, Any]:
         "rng_python": json.dumps(random.getstate()),
         "callbacks": json.dumps({_callback_key(i, cb): cb.get_state() for i, cb in enumerate(callbacks)
                                  if hasattr(cb, "get_state")}),
+        "strategy": strategy._capture_state(),  # e.g. the parameter servers' variables and optimizer state
     }
 
 
 def restore(model: Any, callbacks: list[Any], state: dict[str, Any]) -> None:
     """Puts ``model``, its optimizer, ``fit``'s position, RNGs and callbacks back as captured."""
     strategy = model.distribute_strategy
+    strategy._restore_state(state.get("strategy"))
     model.module.load_state_dict(state["weights"])
     model.optimizer.load_state_dict(state["optimizer"])
     model._fit_position.restore(json.loads(state["position"]))

@@ -24,9 +24,11 @@ is dropped by that server (and counted), instead of being applied.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -37,6 +39,7 @@ from typing_extensions import override
 from stratagem.distribute.cluster import CHIEF, PS, WORKER, ClusterResolver, TFConfigClusterResolver
 from stratagem.distribute.input_context import InputContext
 from stratagem.distribute.options import CommunicationOptions
+from stratagem.distribute.ps import wire
 from stratagem.distribute.ps.client import PSClient, ShardedVariables
 from stratagem.distribute.ps.server import optimizer_spec
 from stratagem.distribute.strategy import Strategy
@@ -55,7 +58,7 @@ class ParameterServerStrategy(Strategy):
             (``TF_CONFIG``). The cluster needs a ``chief``, ``worker`` and ``ps`` job.
         variable_partitioner: Splits large variables along axis 0 over the servers
             (``FixedShardsPartitioner``, ``MinSizePartitioner``, ``MaxSizePartitioner``);
-            default: one shard per variable, variables placed round-robin.
+            default: one shard per variable. Variables are placed round-robin.
         staleness: Drop a push computed from values more than this many pushes
             old (per server); ``None`` (default) applies every push.
         worker_timeout_s: A worker silent this long is declared dead and its
@@ -156,8 +159,48 @@ class ParameterServerStrategy(Strategy):
     def _all_reduce(self, tensor: torch.Tensor, op: ReduceOp) -> torch.Tensor:
         return tensor  # one replica per step: nothing to combine
 
+    _schedules_steps = True
+
+    @override
+    def _inline_scope(self) -> contextlib.AbstractContextManager[None]:
+        return self._inline()
+
+    @contextlib.contextmanager
+    def _inline(self) -> Iterator[None]:
+        # evaluate/predict run here, on the servers' current values, over all the data.
+        self.pull_all()
+        self._local.inline = True
+        try:
+            yield
+        finally:
+            self._local.inline = False
+
+    @override
+    def _capture_state(self) -> Any:
+        """On the chief: every server's snapshot (call between steps, e.g. after ``join``)."""
+        if self._task_type != CHIEF:
+            return None
+        self.pull_all()
+        return [torch.frombuffer(bytearray(client.call_bytes("Snapshot", wire.encode({}, {}))), dtype=torch.uint8)
+                for client in self._variables.clients]
+
+    @override
+    def _restore_state(self, state: Any) -> None:
+        if self._task_type != CHIEF or state is None:
+            return
+        if len(state) != len(self._variables.clients):
+            raise ConfigurationError(
+                f"The checkpoint holds the state of {len(state)} parameter servers, but this job has "
+                f"{len(self._variables.clients)}. Resume with the same number of ps tasks. "
+                f"Received: {len(state)} snapshots")
+        for client, snapshot in zip(self._variables.clients, state):
+            client.call_bytes("Restore", snapshot.numpy().tobytes())
+        self.pull_all()
+
     @override
     def _input_context(self) -> InputContext:
+        if getattr(self._local, "inline", False):
+            return InputContext()
         worker = self._task_id if self._task_type == WORKER else 0
         return InputContext(num_input_pipelines=self._num_workers, input_pipeline_id=worker, num_replicas_in_sync=1)
 

@@ -184,6 +184,20 @@ class Strategy(abc.ABC):
         """Applies the (already synchronised) gradients; CentralStorage updates on the chief only."""
         optimizer.step()
 
+    # Model.fit hands each step to ClusterCoordinator instead of looping itself.
+    _schedules_steps = False
+
+    def _inline_scope(self) -> contextlib.AbstractContextManager[None]:
+        """Where evaluate/predict run on this process alone over all the data; a no-op here."""
+        return contextlib.nullcontext()
+
+    def _capture_state(self) -> Any:
+        """State held outside this process (parameter servers) for a training checkpoint; None here."""
+        return None
+
+    def _restore_state(self, state: Any) -> None:
+        """Puts back what ``_capture_state`` returned."""
+
     def _refresh_variables(self) -> None:
         """Brings this replica's variables up to date before a step; ParameterServer pulls them."""
 

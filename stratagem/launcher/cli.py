@@ -1,12 +1,13 @@
-"""``stratagem run``: argument parsing only; the work is in ``supervisor``."""
+"""``stratagem run``: argument parsing only; the work is in ``supervisor`` (and ``ps_job`` for ``--ps``)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from stratagem.errors import WorkerFailedError
-from stratagem.launcher import supervisor
+from stratagem.errors import ConfigurationError, WorkerFailedError
+from stratagem.launcher import ps_job, supervisor
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,23 +16,30 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run", help="start and watch the worker processes of a training script",
         description="Start NUM processes of SCRIPT (one per replica), prefix their output with the rank, "
-        "and stop the job at the first failure.",
+        "and stop the job at the first failure. With --ps P --workers W, start a parameter-server job instead: "
+        "P servers, W workers and the chief; the job's exit status is the chief's.",
     )
     local = run.add_argument_group("this host")
     local.add_argument("-n", "--nproc", type=int, default=None, metavar="NUM",
                        help="processes (replicas) to start on this host; without it, one process that reads TF_CONFIG")
     cluster = run.add_argument_group("multi-host (torchrun-style flags; or set TF_CONFIG on each host and omit -n)")
-    cluster.add_argument("--nnodes", type=int, default=1, help="hosts in the job (default 1)")
-    cluster.add_argument("--node-rank", type=int, default=0, help="index of this host (default 0)")
-    cluster.add_argument("--master-addr", default="127.0.0.1", help="address of rank 0's rendezvous (default 127.0.0.1)")
+    cluster.add_argument("--nnodes", type=int, default=None, help="hosts in the job (default 1)")
+    cluster.add_argument("--node-rank", type=int, default=None, help="index of this host (default 0)")
+    cluster.add_argument("--master-addr", default="127.0.0.1",
+                         help="address of rank 0's rendezvous (default 127.0.0.1); with --ps, the address every task binds")
     cluster.add_argument("--master-port", type=int, default=None, help="its port (default: a free port; required with --nnodes > 1)")
+    ps = run.add_argument_group("parameter-server job on this host (instead of -n; the chief and workers run the script)")
+    ps.add_argument("--ps", type=int, default=None, metavar="P", help="parameter servers to start (no script needed)")
+    ps.add_argument("--workers", type=int, default=None, metavar="W", help="workers to start besides the chief")
     behaviour = run.add_argument_group("behaviour")
     behaviour.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                            help="rendezvous and collective timeout for the workers (default 300)")
     behaviour.add_argument("--max-restarts", type=int, default=0, metavar="K",
-                           help="restart all workers up to K times when one fails (with BackupAndRestore the job resumes)")
+                           help="restart all workers up to K times when one fails (with BackupAndRestore the job resumes); "
+                           "with --ps, restart each failed worker alone, up to K times")
     behaviour.add_argument("--grace-period", type=float, default=5.0, metavar="SECONDS",
-                           help="time stopped workers get before SIGKILL (default 5)")
+                           help="time stopped workers get before SIGKILL (default 5); with --ps, workers get at least "
+                           "30 s to end after the chief")
     target = run.add_argument_group("what to run")
     target.add_argument("-m", dest="module", action="store_true",
                         help="the target is a module name, run as python -m MODULE")
@@ -39,16 +47,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def config_from_args(args: argparse.Namespace) -> supervisor.LaunchConfig:
+def config_from_args(args: argparse.Namespace) -> supervisor.LaunchConfig | ps_job.PSJobConfig:
     if args.module and args.script_and_args:
         command = (sys.executable, "-m", *args.script_and_args)
     elif args.script_and_args:
         command = (sys.executable, *args.script_and_args)
     else:
         raise SystemExit("stratagem run: name a script to run, e.g. `stratagem run -n 2 train.py`")
+    if args.ps is not None or args.workers is not None:
+        return _ps_job_config(args, command)
+    if args.nproc is None:
+        command = ps_job.command_for_this_task(command, os.environ)
     return supervisor.LaunchConfig(
-        command=command, num_processes=args.nproc, nnodes=args.nnodes, node_rank=args.node_rank,
+        command=command, num_processes=args.nproc, nnodes=args.nnodes or 1, node_rank=args.node_rank or 0,
         master_addr=args.master_addr, master_port=args.master_port, timeout_s=args.timeout,
+        grace_period_s=args.grace_period, max_restarts=args.max_restarts,
+    )
+
+
+def _ps_job_config(args: argparse.Namespace, command: tuple[str, ...]) -> ps_job.PSJobConfig:
+    if args.ps is None or args.workers is None:
+        raise ConfigurationError(
+            "--ps and --workers go together: a parameter-server job needs both counts. Pass both, e.g. "
+            f"`stratagem run --ps 1 --workers 2 train.py`. Received: ps={args.ps}, workers={args.workers}")
+    flags = {"-n": args.nproc, "--nnodes": args.nnodes, "--node-rank": args.node_rank, "--master-port": args.master_port}
+    clashing = {flag: value for flag, value in flags.items() if value is not None}
+    if clashing:
+        raise ConfigurationError(
+            f"--ps/--workers start a whole parameter-server job on this host, so {', '.join(clashing)} cannot be "
+            "combined with them. Drop them; for a multi-host job, set TF_CONFIG on each host and run "
+            "`stratagem run train.py` there without -n or --ps. "
+            f"Received: {', '.join(f'{flag}={value}' for flag, value in clashing.items())}")
+    return ps_job.PSJobConfig(
+        command=command, num_workers=args.workers, num_ps=args.ps, host=args.master_addr, timeout_s=args.timeout,
         grace_period_s=args.grace_period, max_restarts=args.max_restarts,
     )
 
@@ -61,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stratagem run: {err}", file=sys.stderr)
         return 2
     try:
+        if isinstance(config, ps_job.PSJobConfig):
+            return ps_job.run(config)
         return supervisor.run(config)
     except WorkerFailedError as err:
         print(f"stratagem: {err}", file=sys.stderr, flush=True)

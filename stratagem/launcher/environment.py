@@ -16,9 +16,14 @@ Variables a worker reads, and who sets them:
 - ``TF_CONFIG``: the TensorFlow cluster spec. Set by the user (one per host,
   TensorFlow style); passed through when the launcher starts one process per
   host, dropped when it starts ``-n N`` local replicas (they use the variables
-  above instead).
+  above instead). For ``--ps P --workers W`` the launcher generates one per
+  task (``ps_cluster_configs``: chief, workers, servers, on free ports of
+  ``--master-addr``). A one-process-per-host ``stratagem run train.py`` whose
+  ``TF_CONFIG`` names a ``ps`` task runs the parameter server instead of the
+  script.
 - ``STRATAGEM_RESTART_COUNT``: how often the group was restarted before this
-  start (0 on the first). Launcher (``--max-restarts``).
+  start (0 on the first). Launcher (``--max-restarts``). In a ``--ps`` job it
+  counts the restarts of that one worker, which is restarted alone.
 - ``STRATAGEM_ERROR_FILE``: where the worker records its uncaught exception
   (time, type, message) so the launcher can blame the first failure rather than
   the peers that failed because of it. Launcher.
@@ -53,6 +58,14 @@ def worker_env(
         LAUNCHED_ENV: "1",
         "PYTHONUNBUFFERED": "1",
     }
+    if timeout_s is not None:
+        env["STRATAGEM_TIMEOUT_S"] = f"{timeout_s:g}"
+    return env
+
+
+def ps_task_env(*, tf_config: str, restart_count: int, timeout_s: float | None) -> dict[str, str]:
+    """The variables the launcher sets for one task of a ``--ps`` job (merged over the parent's environment)."""
+    env = {"TF_CONFIG": tf_config, RESTART_COUNT_ENV: str(restart_count), LAUNCHED_ENV: "1", "PYTHONUNBUFFERED": "1"}
     if timeout_s is not None:
         env["STRATAGEM_TIMEOUT_S"] = f"{timeout_s:g}"
     return env

@@ -11,6 +11,7 @@ survives it, even when the supervisor itself is killed.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import signal
@@ -20,6 +21,7 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO
 
@@ -103,21 +105,30 @@ def run(config: LaunchConfig) -> int:
 
 def _run_in(config: LaunchConfig, error_dir: str, attempt: int) -> int:
     workers = _start_workers(config, error_dir, attempt)
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)} \
-        if threading.current_thread() is threading.main_thread() else {}
     signaled: set[int] = set()
-    try:
-        failed = _watch(workers, stop)
-    finally:
-        signaled = _stop_all(workers, config.grace_period_s)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with stop_on_signals() as stop:
+        try:
+            failed = _watch(workers, stop)
+        finally:
+            signaled = stop_all(workers, config.grace_period_s)
     if failed is not None:
         raise _failure(_root_cause(failed, workers, signaled), len(workers) if config.num_processes else 1)
     if stop.is_set():
         return 130
     return 0
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGINT/SIGTERM (Ctrl-C) while the block runs; the old handlers come back after it."""
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)} \
+        if threading.current_thread() is threading.main_thread() else {}
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def relaunch_current_script(num_processes: int) -> int:
@@ -135,7 +146,7 @@ def relaunch_current_script(num_processes: int) -> int:
 
 
 @dataclass
-class _Worker:
+class Worker:
     rank: int
     process: subprocess.Popen[bytes]
     tail: collections.deque[str]
@@ -143,10 +154,10 @@ class _Worker:
     error_file: str
 
 
-def _start_workers(config: LaunchConfig, error_dir: str, attempt: int) -> list[_Worker]:
+def _start_workers(config: LaunchConfig, error_dir: str, attempt: int) -> list[Worker]:
     base_env = dict(os.environ) | {RESTART_COUNT_ENV: str(attempt)}
     if config.num_processes is None:
-        return [_spawn(config.command, base_env, rank=0, label="worker", error_dir=error_dir)]
+        return [spawn(config.command, base_env, rank=0, label="worker", error_file=os.path.join(error_dir, "rank0.json"))]
     if "TF_CONFIG" in base_env:
         warnings.warn("TF_CONFIG is ignored for the -n local replicas: they use RANK/WORLD_SIZE/MASTER_* instead.", stacklevel=3)
         base_env.pop("TF_CONFIG")
@@ -159,12 +170,13 @@ def _start_workers(config: LaunchConfig, error_dir: str, attempt: int) -> list[_
             rank=rank, world_size=world_size, local_rank=local_rank, local_world_size=config.num_processes,
             master_addr=config.master_addr, master_port=port, timeout_s=config.timeout_s,
         )
-        workers.append(_spawn(config.command, env, rank=rank, label=f"rank {rank}", error_dir=error_dir))
+        error_file = os.path.join(error_dir, f"rank{rank}.json")
+        workers.append(spawn(config.command, env, rank=rank, label=f"rank {rank}", error_file=error_file))
     return workers
 
 
-def _spawn(command: tuple[str, ...], env: dict[str, str], *, rank: int, label: str, error_dir: str) -> _Worker:
-    error_file = os.path.join(error_dir, f"rank{rank}.json")
+def spawn(command: tuple[str, ...], env: dict[str, str], *, rank: int, label: str, error_file: str) -> Worker:
+    """Starts one process that dies with us; its output lines are passed on with a ``[label]`` prefix."""
     process = subprocess.Popen(
         list(command), env=env | {ERROR_FILE_ENV: error_file}, stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_die_with_parent,
@@ -176,7 +188,7 @@ def _spawn(command: tuple[str, ...], env: dict[str, str], *, rank: int, label: s
     ]
     for reader in readers:
         reader.start()
-    return _Worker(rank, process, tail, readers, error_file)
+    return Worker(rank, process, tail, readers, error_file)
 
 
 def _pump(source: IO[bytes], sink: IO[str], prefix: str, tail: collections.deque[str] | None, rank: int) -> None:
@@ -195,7 +207,7 @@ def _pump(source: IO[bytes], sink: IO[str], prefix: str, tail: collections.deque
     source.close()
 
 
-def _watch(workers: list[_Worker], stop: threading.Event) -> _Worker | None:
+def _watch(workers: list[Worker], stop: threading.Event) -> Worker | None:
     """Waits until every worker exits 0 (returns None), one fails (returns it), or stop is set."""
     while not stop.is_set():
         running = False
@@ -211,7 +223,7 @@ def _watch(workers: list[_Worker], stop: threading.Event) -> _Worker | None:
     return None
 
 
-def _stop_all(workers: list[_Worker], grace_period_s: float) -> set[int]:
+def stop_all(workers: list[Worker], grace_period_s: float) -> set[int]:
     """Stops the workers still running; returns the ranks it had to signal."""
     signaled = set()
     for worker in workers:
@@ -231,7 +243,7 @@ def _stop_all(workers: list[_Worker], grace_period_s: float) -> set[int]:
     return signaled
 
 
-def _root_cause(first_seen: _Worker, workers: list[_Worker], signaled: set[int]) -> _Worker:
+def _root_cause(first_seen: Worker, workers: list[Worker], signaled: set[int]) -> Worker:
     """The worker that failed first; its peers then fail in their next collective.
 
     A worker killed by a signal we did not send (preempted, OOM-killed) comes
@@ -246,23 +258,29 @@ def _root_cause(first_seen: _Worker, workers: list[_Worker], signaled: set[int])
     return min(records, key=lambda item: item[0])[1] if records else first_seen
 
 
-def _failure(worker: _Worker, world_size: int) -> WorkerFailedError:
-    code = worker.process.returncode
-    record = read_error_file(worker.error_file)
-    if record is not None:
-        # It raised; a negative code only means we stopped it during its teardown.
-        reason = f"raised {record.get('type')}: {record.get('message')}"
-        exit_code = code if code > 0 else 1
-    elif code < 0:
-        reason, exit_code = f"was killed by {signal.Signals(-code).name}", 128 - code
-    else:
-        reason, exit_code = f"exited with code {code}", code
+def _failure(worker: Worker, world_size: int) -> WorkerFailedError:
+    reason, exit_code = describe_exit(worker)
     tail = "\n".join(worker.tail)
     message = (
         f"Worker rank {worker.rank} (of {world_size}) {reason}; the other workers were stopped. "
         f"Last {len(worker.tail)} lines of its stderr:\n{tail}"
     )
     return WorkerFailedError(message, rank=worker.rank, exit_code=exit_code, log_tail=tail)
+
+
+def describe_exit(worker: Worker) -> tuple[str, int]:
+    """How an exited worker ended, and the exit status the launcher returns for it.
+
+    E.g. ``("was killed by SIGKILL", 137)``: 128 + N for signal N, as a shell does.
+    """
+    code = worker.process.returncode
+    record = read_error_file(worker.error_file)
+    if record is not None:
+        # It raised; a negative code only means we stopped it during its teardown.
+        return f"raised {record.get('type')}: {record.get('message')}", code if code > 0 else 1
+    if code < 0:
+        return f"was killed by {signal.Signals(-code).name}", 128 - code
+    return f"exited with code {code}", code
 
 
 def _die_with_parent() -> None:

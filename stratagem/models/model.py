@@ -147,6 +147,14 @@ class Model:
             ConfigurationError: If ``batch_size`` does not divide by the replicas.
         """
         self._require_compiled()
+        if self._strategy._schedules_steps:
+            from stratagem.models import coordinated_fit
+
+            return coordinated_fit.fit(
+                self, x, y, batch_size=batch_size, epochs=epochs, verbose=verbose, callbacks=callbacks,
+                validation_data=validation_data, shuffle=shuffle, sample_weight=sample_weight,
+                initial_epoch=initial_epoch, steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
+                validation_batch_size=validation_batch_size, validation_freq=validation_freq)
         seed = shared_seed(self._strategy) if shuffle else 0
         train = make_adapter(x, y, sample_weight, batch_size=batch_size, shuffle=shuffle, seed=seed, strategy=self._strategy)
         validation = None
@@ -168,9 +176,10 @@ class Model:
                  return_dict: bool = False) -> float | list[float] | dict[str, float]:
         """Returns the loss (and metrics) over the data; each example counts exactly once."""
         self._require_compiled()
-        data = make_adapter(x, y, sample_weight, batch_size=batch_size, shuffle=False, seed=0, strategy=self._strategy)
-        callback_list = CallbackList(callbacks or [], model=self, params={"steps": steps or data.steps})
-        logs = fit_loop.evaluate(self, data, steps=steps, callbacks=callback_list)
+        with self._strategy._inline_scope():
+            data = make_adapter(x, y, sample_weight, batch_size=batch_size, shuffle=False, seed=0, strategy=self._strategy)
+            callback_list = CallbackList(callbacks or [], model=self, params={"steps": steps or data.steps})
+            logs = fit_loop.evaluate(self, data, steps=steps, callbacks=callback_list)
         if return_dict:
             return logs
         values = list(logs.values())
@@ -179,9 +188,10 @@ class Model:
     def predict(self, x: Any, batch_size: int | None = None, verbose: int | str = "auto", steps: int | None = None,
                 callbacks: Sequence[Callback] | None = None) -> Any:
         """Returns the outputs for every input, in input order, as numpy arrays (on every replica)."""
-        data = make_adapter(x, None, None, batch_size=batch_size, shuffle=False, seed=0, strategy=self._strategy)
-        callback_list = CallbackList(callbacks or [], model=self, params={"steps": steps or data.steps})
-        return fit_loop.predict(self, data, steps=steps, callbacks=callback_list)
+        with self._strategy._inline_scope():
+            data = make_adapter(x, None, None, batch_size=batch_size, shuffle=False, seed=0, strategy=self._strategy)
+            callback_list = CallbackList(callbacks or [], model=self, params={"steps": steps or data.steps})
+            return fit_loop.predict(self, data, steps=steps, callbacks=callback_list)
 
     # ---- metrics and weights ------------------------------------------------------
     def reset_metrics(self) -> None:

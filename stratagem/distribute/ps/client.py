@@ -1,9 +1,11 @@
 """Client side of the parameter servers: one ``PSClient`` per server, ``ShardedVariables`` over all.
 
-Every call carries a deadline. A shard ``i`` of a partitioned variable lives on
-server ``i % num_servers``, as TensorFlow places variable shards on ``ps`` tasks;
-the layout follows from the variable's shape and the partitioner alone, so
-every process computes the same one without asking.
+Every call carries a deadline. Variables go to the servers round-robin, as
+TensorFlow places them on ``ps`` tasks: the ``k``-th variable placed starts
+on server ``k % num_servers`` and its shard ``i`` lives on server
+``(k + i) % num_servers``. The layout follows from the order of placement,
+the shapes and the partitioner alone, so every process (running the same
+script) computes the same one without asking.
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ class PSClient:
 
     def call_raw(self, method: str, message: bytes) -> Message:
         """Sends bytes as they are (tests send malformed ones on purpose)."""
+        return wire.decode(self.call_bytes(method, message))
+
+    def call_bytes(self, method: str, message: bytes) -> bytes:
+        """Sends bytes, returns the reply's bytes undecoded (snapshots are stored as they come)."""
         try:
             reply = self._methods[method](message, timeout=self.timeout_s, wait_for_ready=not self._answered)
         except grpc.RpcError as err:
@@ -53,7 +59,7 @@ class PSClient:
                 ) from err
             raise ParameterServerError(f"Parameter server {self.name} refused {method}: {err.details()}") from err  # type: ignore[attr-defined]
         self._answered = True
-        return wire.decode(reply)
+        return reply  # type: ignore[no-any-return]
 
     def close(self) -> None:
         self._channel.close()
@@ -73,10 +79,12 @@ class ShardedVariables:
             raise ValueError("ShardedVariables needs at least one parameter server client")
         self.clients, self.partitioner = clients, partitioner
         self.layout: dict[str, list[range]] = {}
+        self._first_server: dict[str, int] = {}
         self._scalar: set[str] = set()
 
     def place(self, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> None:
         """Records where ``name``'s shards live (no call): from its shape and the partitioner."""
+        self._first_server.setdefault(name, len(self._first_server) % len(self.clients))
         if not shape:
             self.layout[name] = [range(0, 1)]
             self._scalar.add(name)
@@ -97,7 +105,7 @@ class ShardedVariables:
         wanted: dict[int, list[str]] = {}
         for name in names:
             for shard in range(len(self.layout[name])):
-                wanted.setdefault(self._server(shard), []).append(shard_name(name, shard))
+                wanted.setdefault(self._server(name, shard), []).append(shard_name(name, shard))
         pieces: dict[str, torch.Tensor] = {}
         versions: dict[int, int] = {}
         for server, shard_names in wanted.items():
@@ -142,11 +150,11 @@ class ShardedVariables:
         for name, tensor in tensors.items():
             for shard, rows in enumerate(self.layout[name]):
                 piece = tensor if name in self._scalar else tensor[rows.start : rows.stop]
-                per_server.setdefault(self._server(shard), {})[shard_name(name, shard)] = piece
+                per_server.setdefault(self._server(name, shard), {})[shard_name(name, shard)] = piece
         return per_server
 
-    def _server(self, shard: int) -> int:
-        return shard % len(self.clients)
+    def _server(self, name: str, shard: int) -> int:
+        return (self._first_server[name] + shard) % len(self.clients)
 
 
 def shard_name(name: str, shard: int) -> str:

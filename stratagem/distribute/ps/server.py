@@ -168,7 +168,8 @@ class ParameterServer:
             built[name] = (spec, optimizer)
         with self._lock:
             self._variables, self._optimizers = variables, built
-            self.version, self.applied_steps = int(meta["version"]), {int(s) for s in steps}
+            # A restored job numbers its steps afresh: the ids of the snapshot's steps are spent.
+            self.version, self.applied_steps = int(meta["version"]), set()
             self.pushes_applied = int(meta.get("pushes_applied", 0))
         return wire.encode({}, {"restored": sorted(variables), "version": self.version})
 

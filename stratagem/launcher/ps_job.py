@@ -1,0 +1,218 @@
+"""A parameter-server job on this host: ``stratagem run --ps P --workers W train.py``.
+
+One ``chief`` and ``W`` workers run the script, and ``P`` servers run
+``python -m stratagem.distribute.ps.serve``; each task gets its own
+``TF_CONFIG``. The job's exit status is the chief's. A worker that dies while
+the chief runs is restarted alone (it rejoins and the chief hands it steps
+again); a server that dies ends the job, because the variables and optimizer
+state it held are gone. Starting, prefixing and stopping processes is
+``supervisor``'s; what lives here is the policy of a PS job, plus the switch
+that makes a multi-host ``ps`` task run a server instead of the script.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from stratagem.distribute.cluster import CHIEF, PS, WORKER
+from stratagem.errors import ConfigurationError, WorkerFailedError
+from stratagem.launcher.environment import ps_cluster_configs, ps_task_env
+from stratagem.launcher.supervisor import Worker, describe_exit, spawn, stop_all, stop_on_signals
+
+SERVER_COMMAND = (sys.executable, "-m", "stratagem.distribute.ps.serve")
+# Workers replay the chief's program and end by themselves soon after it; they
+# get at least this long before they are stopped.
+WORKER_EXIT_WAIT_S = 30.0
+
+
+@dataclass(frozen=True)
+class PSJobConfig:
+    """What to start: the chief and workers run ``command``; the servers need none.
+
+    Args:
+        command: The chief's and workers' command line, e.g. ``(sys.executable, "train.py")``.
+        num_workers: Worker tasks (``--workers``).
+        num_ps: Parameter-server tasks (``--ps``).
+        host: Address whose free ports the tasks bind (``--master-addr``); loopback by default.
+        timeout_s: Timeout of every call to a server or the chief (``--timeout``).
+        grace_period_s: How long stopped tasks get before SIGKILL.
+        max_restarts: How often each worker is restarted, on its own, after it dies.
+    """
+
+    command: tuple[str, ...]
+    num_workers: int
+    num_ps: int
+    host: str = "127.0.0.1"
+    timeout_s: float | None = None
+    grace_period_s: float = 5.0
+    max_restarts: int = 0
+
+    def __post_init__(self) -> None:
+        if self.num_workers < 1 or self.num_ps < 1:
+            raise ConfigurationError(
+                "A parameter-server job needs at least one worker (to run steps) and one ps task (to hold the "
+                "variables). Pass --workers W --ps P with W, P >= 1. "
+                f"Received: num_workers={self.num_workers}, num_ps={self.num_ps}")
+        if self.max_restarts < 0:
+            raise ConfigurationError(f"max_restarts must be >= 0. Received: max_restarts={self.max_restarts}")
+        if self.grace_period_s < 0:
+            raise ConfigurationError(f"grace_period_s must be >= 0. Received: grace_period_s={self.grace_period_s}")
+
+
+@dataclass
+class _Task:
+    kind: str
+    index: int
+    tf_config: str
+    worker: Worker | None = None  # its current (or last) process
+    restarts: int = 0
+    restart_at: float | None = None  # time.monotonic() of a pending restart
+    down: bool = False  # a worker that died with no restarts left
+
+    @property
+    def name(self) -> str:
+        return CHIEF if self.kind == CHIEF else f"{self.kind} {self.index}"
+
+    def exit_code(self) -> int | None:
+        return None if self.worker is None else self.worker.process.poll()
+
+
+def run(config: PSJobConfig) -> int:
+    """Runs the job until the chief ends; returns 0 when the chief succeeded (130 after Ctrl-C).
+
+    After the chief exits 0, the workers get ``max(grace_period_s, 30)``
+    seconds to end by themselves; then they and the servers are stopped
+    (SIGTERM, then SIGKILL after ``grace_period_s``).
+
+    Raises:
+        WorkerFailedError: When the chief failed, or a server exited while the
+            chief ran; every other task has been stopped by then.
+    """
+    configs = ps_cluster_configs(config.num_workers, config.num_ps, host=config.host)
+    tasks = [_Task(kind, index, tf_config) for (kind, index), tf_config in configs.items()]  # chief, workers, servers
+    failed: _Task | None = None
+    with tempfile.TemporaryDirectory(prefix="stratagem-errors-") as error_dir, stop_on_signals() as stop:
+        try:
+            # Servers first: the chief creates its variables on them as soon as it starts.
+            for task in sorted(tasks, key=lambda t: t.kind != PS):
+                _start(task, config, error_dir)
+            failed = _watch(tasks, config, error_dir, stop)
+            if failed is None and not stop.is_set():
+                _wait_for_workers(tasks, stop, max(config.grace_period_s, WORKER_EXIT_WAIT_S))
+        finally:
+            stop_all([t.worker for t in tasks if t.worker is not None], config.grace_period_s)
+    if stop.is_set():
+        return 130
+    if failed is not None:
+        raise _failure(failed)
+    return 0
+
+
+def command_for_this_task(command: tuple[str, ...], environ: Mapping[str, str]) -> tuple[str, ...]:
+    """``command``, or the server command when ``TF_CONFIG`` names this process a ``ps`` task.
+
+    With one ``stratagem run train.py`` per host (TensorFlow style), a ``ps``
+    host needs no script: it only serves variables.
+    """
+    try:
+        task = json.loads(environ.get("TF_CONFIG") or "{}").get("task") or {}
+        task_type, index = task.get("type"), task.get("index", 0)
+    except (ValueError, AttributeError):
+        return command  # malformed: the script's strategy reports it, with the details
+    if task_type != PS:
+        return command
+    print(f"stratagem: TF_CONFIG names this process ps {index}, so it runs a parameter server instead of "
+          f"`{shlex.join(command[1:])}` (a ps task needs no script)", file=sys.stderr, flush=True)
+    return SERVER_COMMAND
+
+
+def _start(task: _Task, config: PSJobConfig, error_dir: str) -> None:
+    env = dict(os.environ) | ps_task_env(tf_config=task.tf_config, restart_count=task.restarts,
+                                         timeout_s=config.timeout_s)
+    command = SERVER_COMMAND if task.kind == PS else config.command
+    # One error file per start: a restarted worker must not inherit its last crash.
+    error_file = os.path.join(error_dir, f"{task.kind}{task.index}.{task.restarts}.json")
+    ordinal = {CHIEF: 0, WORKER: 1, PS: 1 + config.num_workers}[task.kind] + task.index
+    task.worker = spawn(command, env, rank=ordinal, label=task.name, error_file=error_file)
+
+
+def _watch(tasks: list[_Task], config: PSJobConfig, error_dir: str, stop: threading.Event) -> _Task | None:
+    """Waits until the chief exits 0 (returns None), the chief or a server fails (returns it), or stop is set."""
+    chief = tasks[0]
+    while not stop.is_set():
+        if chief.exit_code() == 0:
+            return None
+        for task in tasks:
+            # Servers before the chief: a chief that fails right after a server died failed of it.
+            if task.kind == PS and task.exit_code() is not None:
+                return task
+        if chief.exit_code() is not None:
+            return chief
+        for task in tasks:
+            if task.kind == WORKER:
+                _look_after_worker(task, config, error_dir)
+        stop.wait(0.05)
+    return None
+
+
+def _look_after_worker(task: _Task, config: PSJobConfig, error_dir: str) -> None:
+    """Restarts a dead worker alone when its backoff is over; the chief requeues the steps it held."""
+    if task.restart_at is not None:
+        if time.monotonic() >= task.restart_at:
+            task.restart_at = None
+            _start(task, config, error_dir)
+        return
+    code = task.exit_code()
+    if task.down or code is None or code == 0:
+        return
+    assert task.worker is not None, "a task with an exit code has a process"
+    reason, _ = describe_exit(task.worker)
+    if task.restarts < config.max_restarts:
+        backoff = min(30.0, 2.0**task.restarts)
+        task.restarts += 1
+        task.restart_at = time.monotonic() + backoff
+        _say(f"{task.name} {reason}; restarting it alone in {backoff:g}s "
+             f"(restart {task.restarts} of {config.max_restarts})")
+    else:
+        task.down = True
+        _say(f"{task.name} {reason} and has no restarts left (--max-restarts {config.max_restarts}); "
+             "the job goes on without it")
+
+
+def _wait_for_workers(tasks: list[_Task], stop: threading.Event, timeout_s: float) -> None:
+    """After the chief succeeded: lets the workers finish their replay, for at most ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    workers = [t for t in tasks if t.kind == WORKER and t.restart_at is None]
+    while any(t.exit_code() is None for t in workers) and time.monotonic() < deadline and not stop.is_set():
+        stop.wait(0.05)
+    late = [t.name for t in workers if t.exit_code() is None]
+    if late and not stop.is_set():
+        _say(f"{', '.join(late)} still running {timeout_s:g}s after the chief ended; stopping")
+
+
+def _failure(task: _Task) -> WorkerFailedError:
+    assert task.worker is not None, "only a started task can fail"
+    reason, exit_code = describe_exit(task.worker)
+    if task.kind == PS:
+        # A server that exits 0 was stopped by someone else; the job cannot go on either way.
+        exit_code = exit_code or 1
+        what = (f"{task.name} {reason} while the chief was running: parameter-server state is lost; the job "
+                "was stopped. Restart the job and resume from the last checkpoint (BackupAndRestore).")
+    else:
+        what = f"The chief {reason}; the workers and parameter servers were stopped."
+    tail = "\n".join(task.worker.tail)
+    if tail:
+        what += f" Last {len(task.worker.tail)} lines of its stderr:\n{tail}"
+    return WorkerFailedError(what, rank=task.index, exit_code=exit_code, log_tail=tail)
+
+
+def _say(line: str) -> None:
+    print(f"stratagem: {line}", file=sys.stderr, flush=True)

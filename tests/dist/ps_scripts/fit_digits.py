@@ -1,0 +1,53 @@
+"""Model.fit on the shipped digits under ParameterServerStrategy (or synchronously, for reference).
+
+argv: MODE OUT_JSON, MODE "ps" (run on a PS cluster via TF_CONFIG) or "sync"
+(one process, default strategy, same batches and steps). The chief writes the
+test accuracy, the history and the servers' counters to OUT_JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import torch
+from torch import nn
+
+import stratagem
+from stratagem.datasets import digits
+
+BATCH, EPOCHS, STEPS = 64, 3, 40
+
+
+def build() -> stratagem.Model:
+    torch.manual_seed(0)
+    model = stratagem.Model(nn.Sequential(nn.Flatten(), nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 10)))
+    model.compile(optimizer="adam", loss=stratagem.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    return model
+
+
+def main() -> None:
+    mode, out = sys.argv[1], sys.argv[2]
+    (x_train, y_train), (x_test, y_test) = digits.load_data()
+    x_train, x_test = x_train.astype(np.float32) / 255.0, x_test.astype(np.float32) / 255.0
+    if mode == "ps":
+        strategy = stratagem.distribute.ParameterServerStrategy(
+            variable_partitioner=stratagem.distribute.MinSizePartitioner(min_shard_bytes=64 << 10, max_shards=2))
+        with strategy.scope():
+            model = build()
+    else:
+        strategy, model = None, build()
+    history = model.fit(x_train, y_train, batch_size=BATCH, epochs=EPOCHS, steps_per_epoch=STEPS, verbose=0)
+    result = model.evaluate(x_test, y_test, batch_size=250, verbose=0, return_dict=True)
+    if strategy is None or strategy.is_chief:
+        servers = [c.call("Stats", {}, {})[1] for c in strategy.variables.clients] if strategy else []
+        coordinator = stratagem.distribute.ClusterCoordinator(strategy).stats() if strategy else {}
+        with open(out, "w") as f:
+            json.dump({"evaluate": result, "history": history.history, "servers": servers,
+                       "coordinator": coordinator}, f, default=str)
+
+
+if __name__ == "__main__":
+    main()
