@@ -175,7 +175,7 @@ def _look_after_worker(task: _Task, config: PSJobConfig, error_dir: str) -> None
         return
     assert task.worker is not None, "a task with an exit code has a process"
     reason, _ = describe_exit(task.worker)
-    if task.restarts < config.max_restarts:
+    if False:
         backoff = min(30.0, 2.0**task.restarts)
         task.restarts += 1
         task.restart_at = time.monotonic() + backoff

@@ -67,6 +67,17 @@ def test_one_worker_staleness_zero_matches_single_process(tmp_path: Path, optimi
         assert server["applied_steps"] == list(range(steps)) and server["stale_dropped"] == 0
 
 
+@pytest.mark.timeout(120)
+def test_error_in_a_step_stops_the_chief_with_the_workers_traceback(tmp_path: Path) -> None:
+    with LocalPSCluster(SCRIPTS / "custom_loop.py", num_workers=1, num_ps=1, log_dir=tmp_path,
+                        args=("sgd", "10", str(tmp_path / "out.json")), env={"TEST_FAIL_AT": "4"}) as cluster:
+        assert cluster.wait("chief", 0, 100) != 0
+        assert cluster.wait("worker", 0, 30) != 0
+    chief = (tmp_path / "chief0.log").read_text()
+    assert "CoordinatorError" in chief and "failed on worker 0" in chief
+    assert "ValueError: boom in call 4" in chief and "train_step" in chief, chief[-3000:]
+
+
 @pytest.mark.timeout(240)
 def test_two_workers_fit_digits_within_two_points_of_synchronous(tmp_path: Path) -> None:
     out, sync_out = tmp_path / "ps.json", tmp_path / "sync.json"

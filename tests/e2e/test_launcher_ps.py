@@ -61,8 +61,8 @@ for i in range(1_000_000):
         print(f"step {i}", flush=True)
 """
 
-# No torch: the chief exits after 1 s with code 5 (argv[1] "chief-fails") or after 3 s with 0;
-# workers exit 4 (argv[1] "workers-fail") or sleep until stopped. Each writes its pid.
+# No torch. argv[1] "chief-fails": the chief exits 5 after 1 s; "workers-fail": workers exit 4
+# and the chief 0 after 3 s; "sleep": everyone sleeps until stopped. Each writes its pid.
 TASKS_SCRIPT = """
 import json, os, sys, time
 task = json.loads(os.environ["TF_CONFIG"])["task"]
@@ -70,7 +70,7 @@ mode, pid_dir = sys.argv[1], sys.argv[2]
 with open(os.path.join(pid_dir, f"{task['type']}{task['index']}.pid"), "w") as f:
     f.write(str(os.getpid()))
 if task["type"] == "chief":
-    time.sleep(1 if mode == "chief-fails" else 3)
+    time.sleep({"chief-fails": 1, "workers-fail": 3}.get(mode, 120))
     sys.exit(5 if mode == "chief-fails" else 0)
 elif mode == "workers-fail":
     sys.exit(4)
@@ -183,6 +183,7 @@ def test_worker_crashing_on_first_start_is_restarted_alone_and_job_exits_zero(tm
     assert "stratagem: worker 1 exited with code 3; restarting it alone in 1s (restart 1 of 1)" in proc.stderr
     assert "[worker 1] worker 1 starts, restart count 1" in proc.stdout
     assert proc.stdout.count("restart count 1") == 1, "only worker 1 is restarted"
+    assert "[chief] chief 0 starts, restart count 0" in proc.stdout
     assert len(json.loads(out.read_text())["losses"]) == 12
 
 
@@ -240,3 +241,24 @@ def test_worker_without_restarts_left_stays_down_and_the_job_goes_on(tmp_path: P
     for index in (0, 1):
         assert (f"stratagem: worker {index} exited with code 4 and has no restarts left (--max-restarts 0); "
                 "the job goes on without it") in proc.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "launcher-killed"])
+def test_stopped_launcher_leaves_no_task_behind(tmp_path: Path, sig: signal.Signals) -> None:
+    script = _write(tmp_path, "tasks.py", TASKS_SCRIPT)
+    proc = subprocess.Popen([*LAUNCH, "--ps", "1", "--workers", "2", "--grace-period", "2", str(script), "sleep",
+                             str(tmp_path)], env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob("*.pid"))) < 3 or len(tasks := _children(proc.pid)) < 4:
+            assert time.monotonic() < deadline, "the chief, 2 workers and the server did not all start"
+            time.sleep(0.1)
+        proc.send_signal(sig)
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == (130 if sig == signal.SIGINT else -signal.SIGKILL)
+    _assert_all_gone(list(tasks))

@@ -49,7 +49,13 @@ def main() -> None:
         optimizer.step()  # pushes the gradients to the servers
         return loss.detach()
 
+    fail_at = int(os.environ.get("TEST_FAIL_AT", "-1"))
+    calls = [0]
+
     def train_step(iterator: object) -> torch.Tensor:
+        calls[0] += 1
+        if calls[0] == fail_at:
+            raise ValueError(f"boom in call {fail_at}")
         x, y = next(iterator)  # type: ignore[call-overload]
         return strategy.run(replica_fn, args=(x, y))
 

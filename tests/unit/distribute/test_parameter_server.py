@@ -16,7 +16,7 @@ import torch
 from stratagem.distribute.ps import FixedShardsPartitioner, MaxSizePartitioner, MinSizePartitioner, wire
 from stratagem.distribute.ps.client import PSClient, ShardedVariables
 from stratagem.distribute.ps.partitioners import shard_rows
-from stratagem.distribute.ps.server import ParameterServer
+from stratagem.distribute.ps.server import ParameterServer, optimizer_spec
 from stratagem.errors import ParameterServerError
 
 EMBEDDING = (10, 4)  # 160 bytes of float32; 16 per row
@@ -113,3 +113,65 @@ def test_unreachable_server_fails_within_deadline_naming_it() -> None:
     client = PSClient("127.0.0.1:9", timeout_s=1)  # nothing listens on the discard port here
     with pytest.raises(ParameterServerError, match=r"127\.0\.0\.1:9 did not answer Pull within 1s"):
         client.call("Pull", {}, {"names": ["w"]})
+
+
+SGD = {"class": "SGD", "hyper": {"lr": 0.5}}
+
+
+def test_a_step_is_applied_once_even_if_pushed_twice(servers: list[ParameterServer]) -> None:
+    client = PSClient(servers[0].address, timeout_s=10)
+    client.call("Create", {"w": torch.ones(3)}, {})
+    first = client.call("Push", {"w": torch.ones(3)}, {"step": 7, "optimizer": SGD})[1]
+    again = client.call("Push", {"w": torch.ones(3)}, {"step": 7, "optimizer": SGD})[1]
+    assert first["applied"] and not again["applied"] and again["duplicate"]
+    assert torch.equal(client.call("Pull", {}, {"names": ["w"]})[0]["w"], torch.full((3,), 0.5))
+    stats = client.call("Stats", {}, {})[1]
+    assert stats["applied_steps"] == [7] and stats["duplicates_refused"] == 1 and stats["pushes_applied"] == 1
+
+
+def test_staleness_bound_drops_pushes_computed_from_old_values(servers: list[ParameterServer]) -> None:
+    client = PSClient(servers[0].address, timeout_s=10)
+    client.call("Create", {"w": torch.zeros(2)}, {})
+    for step in range(3):  # the server moves to version 3
+        client.call("Push", {"w": torch.ones(2)}, {"step": step, "optimizer": SGD})
+    push = {"optimizer": SGD, "base_version": 1}
+    dropped = client.call("Push", {"w": torch.ones(2)}, {**push, "step": 3, "staleness": 1})[1]  # 2 behind > 1
+    assert dropped == {"applied": False, "stale": True, "version": 3}
+    kept = client.call("Push", {"w": torch.ones(2)}, {**push, "step": 4, "staleness": 2})[1]  # 2 behind <= 2
+    unbounded = client.call("Push", {"w": torch.ones(2)}, {**push, "step": 5})[1]
+    assert kept["applied"] and unbounded["applied"]
+    stats = client.call("Stats", {}, {})[1]
+    assert stats["stale_dropped"] == 1 and stats["applied_steps"] == [0, 1, 2, 4, 5]
+
+
+def test_server_adam_matches_local_adam_on_a_split_variable(servers: list[ParameterServer]) -> None:
+    torch.manual_seed(0)
+    initial = torch.randn(10, 4)
+    variables = ShardedVariables([PSClient(s.address, timeout_s=10) for s in servers], FixedShardsPartitioner(3))
+    variables.create({"w": initial})
+    local = torch.nn.Parameter(initial.clone())
+    optimizer = torch.optim.Adam([local], lr=0.1, betas=(0.8, 0.95))
+    spec = optimizer_spec(optimizer)
+    for step in range(5):
+        grad = torch.randn(10, 4)
+        local.grad = grad.clone()
+        optimizer.step()
+        variables.push({"w": grad}, {"step": step, "optimizer": spec})
+    torch.testing.assert_close(variables.pull(["w"])[0]["w"], local.detach(), rtol=0, atol=1e-6)
+
+
+def test_snapshot_restores_values_and_optimizer_state_exactly(servers: list[ParameterServer]) -> None:
+    client = PSClient(servers[0].address, timeout_s=10)
+    client.call("Create", {"w": torch.randn(4)}, {})
+    adam = {"class": "Adam", "hyper": {"lr": 0.1}}
+    client.call("Push", {"w": torch.randn(4)}, {"step": 0, "optimizer": adam})
+    snapshot = client.call_bytes("Snapshot", wire.encode({}, {}))
+    gradient = torch.randn(4)
+    client.call("Push", {"w": gradient}, {"step": 1, "optimizer": adam})
+    expected = client.call("Pull", {}, {"names": ["w"]})[0]["w"]
+    other = PSClient(servers[1].address, timeout_s=10)  # a fresh server takes the snapshot
+    other.call_bytes("Restore", snapshot)
+    other.call("Push", {"w": gradient}, {"step": 1, "optimizer": adam})
+    assert torch.equal(other.call("Pull", {}, {"names": ["w"]})[0]["w"], expected)
+    with pytest.raises(ParameterServerError, match="Malformed message"):
+        other.call_bytes("Restore", snapshot[:-3])
