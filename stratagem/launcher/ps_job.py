@@ -98,7 +98,6 @@ def run(config: PSJobConfig) -> int:
     """
     configs = ps_cluster_configs(config.num_workers, config.num_ps, host=config.host)
     tasks = [_Task(kind, index, tf_config) for (kind, index), tf_config in configs.items()]  # chief, workers, servers
-    failed: _Task | None = None
     with tempfile.TemporaryDirectory(prefix="stratagem-errors-") as error_dir, stop_on_signals() as stop:
         try:
             # Servers first: the chief creates its variables on them as soon as it starts.
@@ -109,10 +108,10 @@ def run(config: PSJobConfig) -> int:
                 _wait_for_workers(tasks, stop, max(config.grace_period_s, WORKER_EXIT_WAIT_S))
         finally:
             stop_all([t.worker for t in tasks if t.worker is not None], config.grace_period_s)
-    if stop.is_set():
-        return 130
-    if failed is not None:
-        raise _failure(failed)
+        if stop.is_set():
+            return 130
+        if failed is not None:
+            raise _failure(failed)  # while its error file still exists
     return 0
 
 
@@ -175,7 +174,7 @@ def _look_after_worker(task: _Task, config: PSJobConfig, error_dir: str) -> None
         return
     assert task.worker is not None, "a task with an exit code has a process"
     reason, _ = describe_exit(task.worker)
-    if False:
+    if task.restarts < config.max_restarts:
         backoff = min(30.0, 2.0**task.restarts)
         task.restarts += 1
         task.restart_at = time.monotonic() + backoff

@@ -62,6 +62,7 @@ def test_one_worker_staleness_zero_matches_single_process(tmp_path: Path, optimi
         torch.testing.assert_close(torch.tensor(result["state"][name]), expected, rtol=0, atol=1e-5,
                                    msg=lambda m: f"{optimizer}, {name}: {m}")
     np.testing.assert_allclose(result["losses"], losses, rtol=0, atol=1e-5)
+    assert result["done"] is True
     assert max(float((torch.tensor(result["state"][k]) - v).abs().max()) for k, v in small_cnn().state_dict().items()) > 1e-3
     for server in result["servers"]:  # every step applied once on each server, none dropped
         assert server["applied_steps"] == list(range(steps)) and server["stale_dropped"] == 0

@@ -62,12 +62,13 @@ def main() -> None:
     per_worker = iter(coordinator.create_per_worker_dataset(lambda: batches(steps)))
     losses = [coordinator.schedule(train_step, args=(per_worker,)) for _ in range(steps)]
     coordinator.join()
-    fetched = [float(v.fetch()) for v in losses]
+    finished = coordinator.done()  # the chief's answer; a worker replaying gets the same one
+    fetched = [float(v) for v in coordinator.fetch(losses)]
     if strategy.is_chief:
         strategy.pull_all()
         stats = [c.call("Stats", {}, {})[1] for c in strategy.variables.clients]
         with open(out, "w") as f:
-            json.dump({"state": {k: v.tolist() for k, v in net.state_dict().items()}, "losses": fetched,
+            json.dump({"state": {k: v.tolist() for k, v in net.state_dict().items()}, "losses": fetched, "done": finished,
                        "servers": stats, "coordinator": coordinator.stats()}, f, default=str)
 
 
