@@ -61,7 +61,9 @@ class ProgbarLogger(Callback):
     def on_epoch_end(self, epoch: int, logs: dict[str, float] | None = None) -> None:
         if not self._active():
             return
-        line = self._line(self._seen, logs or {}, time.perf_counter(), final=True)
+        # No batch hook ran (a coordinated fit schedules steps): the epoch ran all its steps.
+        seen = self._seen or int(self.params.get("steps") or 0)
+        line = self._line(seen, logs or {}, time.perf_counter(), final=True)
         prefix = "\r" if self.verbose == 1 and self._out().isatty() else ""
         print(prefix + line, file=self._out(), flush=True)
 

@@ -45,6 +45,7 @@ from stratagem.distribute.ps.server import optimizer_spec
 from stratagem.distribute.strategy import Strategy
 from stratagem.distribute.values import ReduceOp
 from stratagem.errors import ConfigurationError
+from stratagem.launcher import error_file
 
 WORKER_TIMEOUT_ENV = "STRATAGEM_WORKER_TIMEOUT_S"
 DEFAULT_WORKER_TIMEOUT_S = 10.0
@@ -128,6 +129,7 @@ class ParameterServerStrategy(Strategy):
                 f"{missing}. Add them to TF_CONFIG's cluster (or run `stratagem run --ps P --workers W script.py`). "
                 f"Received: jobs={sorted(spec)}")
         self._task_type, self._task_id = str(resolver.task_type), int(resolver.task_id or 0)
+        error_file.install_excepthook()  # the launcher then reports the exception, not just an exit code
         self._num_workers = len(spec[WORKER])
         self._chief_address = spec[CHIEF][0]
         if self._task_type == PS:
