@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,17 +45,23 @@ LEARNING_RATE = _fit_workloads.LEARNING_RATE_SGD
 POOL_BATCHES = 32  # distinct synthetic batches; worker/replica r cycles through batches r, r + 2, ...
 MLP_HIDDEN = 64
 SCRIPT = Path(__file__).resolve()
+CONNECTION_WARMUP_ROUND_TRIPS = 10
 ROUND_TRIP_SIZES = (1 << 10, 16 << 10, 256 << 10, 4 << 20, 16 << 20, 64 << 20)  # bytes of float32
 
 
 @dataclass(frozen=True)
 class StepTiming:
-    """One timed run: wall seconds of ``steps`` steps of ``PER_REPLICA_BATCH_SIZE`` samples, last loss."""
+    """One timed run: wall seconds of ``steps`` steps of ``PER_REPLICA_BATCH_SIZE`` samples, a loss, threads.
+
+    ``detail``: for the parameter-server job, the steps each worker ran and
+    the pushes each server applied (warm-up included).
+    """
 
     seconds: float
     steps: int
     loss: float
     num_threads: int
+    detail: dict[str, Any] = field(default_factory=dict)
 
     @property
     def samples_per_s(self) -> float:
@@ -153,17 +159,20 @@ def time_parameter_server(model: str, steps: int, *, num_ps: int, timeout_s: flo
             if status != 0:
                 raise RuntimeError(f"The parameter-server chief exited with status {status}.\n{cluster.logs()}")
             result = json.loads(out.read_text())
-    return StepTiming(result["seconds"], result["steps"], result["loss"], int(result["num_threads"]))
+    return StepTiming(result["seconds"], result["steps"], result["loss"], int(result["num_threads"]),
+                      {key: result[key] for key in ("closures_per_worker", "pushes_applied")})
 
 
 def ps_main(argv: list[str]) -> None:
     """The program of the chief and of every worker (workers replay it and run the scheduled steps)."""
-    import stratagem
+    from stratagem.distribute import FixedShardsPartitioner
+    from stratagem.distribute.coordinator import ClusterCoordinator
+    from stratagem.distribute.parameter_server import ParameterServerStrategy
 
     model, steps_per_worker, num_ps, out = argv[0], int(argv[1]), int(argv[2]), argv[3]
-    partitioner = stratagem.distribute.FixedShardsPartitioner(num_ps) if num_ps > 1 else None
-    strategy = stratagem.distribute.ParameterServerStrategy(variable_partitioner=partitioner)
-    coordinator = stratagem.distribute.ClusterCoordinator(strategy)
+    partitioner = FixedShardsPartitioner(num_ps) if num_ps > 1 else None
+    strategy = ParameterServerStrategy(variable_partitioner=partitioner)
+    coordinator = ClusterCoordinator(strategy)
     with strategy.scope():
         net = MODELS[model]()
         module = strategy.distribute_module(net)
@@ -179,7 +188,8 @@ def ps_main(argv: list[str]) -> None:
         coordinator.schedule(train_step, args=(per_worker,))
     coordinator.join()
     start = time.perf_counter()
-    losses = [coordinator.schedule(train_step, args=(per_worker,)) for _ in range(steps_per_worker * strategy.num_workers)]
+    num_steps = steps_per_worker * strategy.num_workers
+    losses = [coordinator.schedule(train_step, args=(per_worker,)) for _ in range(num_steps)]
     coordinator.join()
     last_loss = float(losses[-1].fetch())
     seconds = time.perf_counter() - start
@@ -198,7 +208,8 @@ def time_round_trips(sizes: tuple[int, ...], rounds: int, *, timeout_s: float) -
     """Seconds of ``rounds`` Pull + Push (SGD) round trips of one float32 variable of each size in bytes.
 
     The server runs ``python -m stratagem.distribute.ps.serve`` (one thread);
-    the client is this process. Each size gets one untimed round trip first.
+    the client is this process. The connection first makes ``CONNECTION_WARMUP_ROUND_TRIPS``
+    untimed round trips of a 1-element variable, and each size one untimed round trip.
     """
     from stratagem.distribute.ps.client import PSClient
     from stratagem.launcher.environment import ps_cluster_configs
@@ -212,6 +223,10 @@ def time_round_trips(sizes: tuple[int, ...], rounds: int, *, timeout_s: float) -
     sgd = {"optimizer": {"class": "SGD", "hyper": {"lr": LEARNING_RATE}}}
     seconds: dict[int, list[float]] = {}
     try:
+        client.call("Create", {"w": torch.zeros(1)}, {})
+        for _ in range(CONNECTION_WARMUP_ROUND_TRIPS):  # the connection and the server's threads start up
+            client.call("Pull", {}, {"names": ["w"]})
+            client.call("Push", {"w": torch.zeros(1)}, sgd)
         for size in sizes:
             value = torch.zeros(size // 4, dtype=torch.float32)
             gradient = torch.full_like(value, 1e-3)
@@ -227,9 +242,14 @@ def time_round_trips(sizes: tuple[int, ...], rounds: int, *, timeout_s: float) -
     finally:
         client.close()
         server.terminate()
-        _, errors = server.communicate(timeout=30)
+        try:
+            _, errors = server.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            _, errors = server.communicate()
         if server.returncode not in (0, -15):
-            raise RuntimeError(f"The parameter server exited with status {server.returncode}: {errors.decode()[-2000:]}")
+            raise RuntimeError(f"The parameter server exited with status {server.returncode}: "
+                               f"{errors.decode()[-2000:]}")
     return seconds
 
 
