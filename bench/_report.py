@@ -1,4 +1,4 @@
-"""What both benchmark scripts report the same way: the environment, and the ratio-vs-goal plot."""
+"""What the benchmark scripts report the same way: the environment, the ratio plot, the side-by-side bars."""
 
 from __future__ import annotations
 
@@ -43,3 +43,26 @@ def plot_ratios(axes: Any, configs: dict[str, dict[str, Any]], ylabel: str) -> N
     axes.set_ylabel(ylabel)
     axes.set_ylim(0, max(1.2, max(ratios) * 1.15))
     axes.set_title("Ratio (dashed: goal)")
+
+
+def plot_side_by_side(axes: Any, configs: dict[str, dict[str, Any]], *, rate: str, labels: tuple[str, str],
+                      tick_labels: list[str]) -> list[float]:
+    """Per config: the baseline's bar (grey), the candidate's (blue), then each info entry (hatched).
+
+    ``rate`` names the figure in each config (``baseline_<rate>``, ``candidate_<rate>``) and in each
+    info entry (``<rate>``). Returns every value drawn, for the caller's axis limits.
+    """
+    positions = np.arange(len(configs))
+    width = 0.27
+    baseline = [config[f"baseline_{rate}"] for config in configs.values()]
+    candidate = [config[f"candidate_{rate}"] for config in configs.values()]
+    axes.bar(positions - width, baseline, width, label=labels[0], color="tab:gray")
+    axes.bar(positions, candidate, width, label=labels[1], color="tab:blue")
+    infos = []
+    for position, config in zip(positions, configs.values()):
+        for info in config["info"].values():
+            infos.append(info[rate])
+            axes.bar(position + width, info[rate], width, color="white", edgecolor="tab:blue",
+                     hatch="//", label=f"{info['label']} (info)")
+    axes.set_xticks(positions, tick_labels, fontsize=8)
+    return baseline + candidate + infos

@@ -52,7 +52,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 import _fit_workloads as workloads
@@ -198,21 +197,11 @@ def plot(configs: dict[str, dict[str, Any]], path: Path) -> None:
 
 
 def _plot_speeds(axes: Any, configs: dict[str, dict[str, Any]]) -> None:
-    positions = np.arange(len(configs))
-    width = 0.27
-    baseline = [config["baseline_images_per_s"] for config in configs.values()]
-    candidate = [config["candidate_images_per_s"] for config in configs.values()]
-    axes.bar(positions - width, baseline, width, label="plain torch", color="tab:gray")
-    axes.bar(positions, candidate, width, label="stratagem fit", color="tab:blue")
-    for position, config in zip(positions, configs.values()):
-        for info in config["info"].values():
-            axes.bar(position + width, info["images_per_s"], width, color="white", edgecolor="tab:gray",
-                     hatch="//", label=f"{info['label']} (info)")
-    axes.set_xticks(positions, [config["title"] for config in configs.values()], fontsize=8)
+    _report.plot_side_by_side(axes, configs, rate="images_per_s", labels=("plain torch", "stratagem fit"),
+                              tick_labels=[config["title"] for config in configs.values()])
     axes.set_ylabel("images/s")
     axes.set_title("Throughput")
     axes.legend(fontsize=8)
-
 
 
 def main(argv: list[str] | None = None) -> int:

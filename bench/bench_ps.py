@@ -74,7 +74,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 import _ps_workloads as workloads
 import _report
@@ -231,21 +230,12 @@ def plot(configs: dict[str, dict[str, Any]], round_trips: dict[str, dict[str, An
 
 
 def _plot_speeds(axes: Any, configs: dict[str, dict[str, Any]]) -> None:
-    positions = np.arange(len(configs))
-    width = 0.27
-    baseline = [config["baseline_samples_per_s"] for config in configs.values()]
-    candidate = [config["candidate_samples_per_s"] for config in configs.values()]
-    axes.bar(positions - width, baseline, width, label="MirroredStrategy, 2 replicas", color="tab:gray")
-    axes.bar(positions, candidate, width, label="PS, 2 workers + 1 ps", color="tab:blue")
-    for position, config in zip(positions, configs.values()):
+    values = _report.plot_side_by_side(
+        axes, configs, rate="samples_per_s", labels=("MirroredStrategy, 2 replicas", "PS, 2 workers + 1 ps"),
+        tick_labels=[f"{c['title']}\n({c['num_parameters']:,} params)" for c in configs.values()])
+    for position, config in enumerate(configs.values()):
         axes.annotate(f"{config['ratio']:.2f}x", (position, config["candidate_samples_per_s"]),
                       ha="center", va="bottom", fontsize=8)
-        for info in config["info"].values():
-            axes.bar(position + width, info["samples_per_s"], width, color="white", edgecolor="tab:blue",
-                     hatch="//", label=f"{info['label']} (info)")
-    axes.set_xticks(positions, [f"{c['title']}\n({c['num_parameters']:,} params)" for c in configs.values()],
-                    fontsize=8)
-    values = baseline + candidate + [info["samples_per_s"] for c in configs.values() for info in c["info"].values()]
     axes.set_yscale("log")
     axes.set_ylim(min(values) / 4, max(values) * 4)
     axes.set_ylabel("samples/s (log)")

@@ -11,6 +11,7 @@ script) computes the same one without asking.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -46,20 +47,31 @@ class PSClient:
 
     def call_bytes(self, method: str, message: bytes) -> bytes:
         """Sends bytes, returns the reply's bytes undecoded (snapshots are stored as they come)."""
-        try:
-            reply = self._methods[method](message, timeout=self.timeout_s, wait_for_ready=not self._answered)
-        except grpc.RpcError as err:
-            code = err.code()  # type: ignore[attr-defined]
-            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                what = (f"stopped answering ({code.name} on {method})" if self._answered else
-                        f"did not answer {method} within {self.timeout_s:g}s ({code.name})")
-                raise ParameterServerError(
-                    f"Parameter server {self.name} {what}: it is down or unreachable. Restart it, or resume "
-                    "the job from its last checkpoint (BackupAndRestore)."
-                ) from err
-            raise ParameterServerError(f"Parameter server {self.name} refused {method}: {err.details()}") from err  # type: ignore[attr-defined]
-        self._answered = True
-        return reply  # type: ignore[no-any-return]
+        return self.send(method, message)()
+
+    def send(self, method: str, message: bytes) -> Callable[[], bytes]:
+        """Starts a call and returns what waits for its reply: calls to several servers overlap."""
+        future = self._methods[method].future(message, timeout=self.timeout_s, wait_for_ready=not self._answered)
+
+        def reply() -> bytes:
+            try:
+                data = future.result()
+            except grpc.RpcError as err:
+                raise self._error(method, err) from err
+            self._answered = True
+            return data  # type: ignore[no-any-return]
+
+        return reply
+
+    def _error(self, method: str, err: Any) -> ParameterServerError:
+        code = err.code()
+        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            what = (f"stopped answering ({code.name} on {method})" if self._answered else
+                    f"did not answer {method} within {self.timeout_s:g}s ({code.name})")
+            return ParameterServerError(
+                f"Parameter server {self.name} {what}: it is down or unreachable. Restart it, or resume "
+                "the job from its last checkpoint (BackupAndRestore).")
+        return ParameterServerError(f"Parameter server {self.name} refused {method}: {err.details()}")
 
     def close(self) -> None:
         self._channel.close()
@@ -108,8 +120,10 @@ class ShardedVariables:
                 wanted.setdefault(self._server(name, shard), []).append(shard_name(name, shard))
         pieces: dict[str, torch.Tensor] = {}
         versions: dict[int, int] = {}
-        for server, shard_names in wanted.items():
-            tensors, meta = self.clients[server].call("Pull", {}, {"names": shard_names})
+        pending = {server: self.clients[server].send("Pull", wire.encode({}, {"names": shard_names}))
+                   for server, shard_names in wanted.items()}
+        for server, reply in pending.items():
+            tensors, meta = wire.decode(reply())
             pieces.update(tensors)
             versions[server] = int(meta["version"])
         out = {}
@@ -121,13 +135,13 @@ class ShardedVariables:
     def push(self, gradients: dict[str, torch.Tensor], meta: dict[str, Any],
              base_versions: dict[int, int] | None = None) -> dict[int, dict[str, Any]]:
         """Sends each server its shards' gradients in one push; returns each server's reply meta."""
-        replies = {}
+        pending = {}
         for server, tensors in self._split(gradients).items():
             server_meta = dict(meta)
             if base_versions is not None and server in base_versions:
                 server_meta["base_version"] = base_versions[server]
-            replies[server] = self.clients[server].call("Push", tensors, server_meta)[1]
-        return replies
+            pending[server] = self.clients[server].send("Push", wire.encode(tensors, server_meta))
+        return {server: wire.decode(reply())[1] for server, reply in pending.items()}
 
     def wait_until_created(self, names: list[str], timeout_s: float) -> None:
         """Polls until every shard of ``names`` exists (workers wait for the chief to create them)."""

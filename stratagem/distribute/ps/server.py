@@ -91,11 +91,9 @@ class ParameterServer:
         names = meta.get("names")
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             _refuse(context, f"Pull needs meta.names, a list of strings. Received: {names!r}")
-        with self._lock:
+        with self._lock:  # encoding copies the bytes: done under the lock, no clone needed
             self._check_known(names, context)
-            values = {name: self._variables[name].detach().clone() for name in names}
-            version = self.version
-        return wire.encode(values, {"version": version})
+            return wire.encode({name: self._variables[name].detach() for name in names}, {"version": self.version})
 
     def _push(self, request: bytes, context: Any) -> bytes:
         gradients, meta = self._decode(request, context)

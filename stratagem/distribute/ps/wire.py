@@ -30,11 +30,12 @@ def encode(tensors: dict[str, torch.Tensor], meta: dict[str, Any] | None = None)
     for name, tensor in tensors.items():
         if tensor.dtype not in _NAMES:
             raise ValueError(f"Unsupported dtype on the wire. Expected one of {sorted(DTYPES)}. Received: {tensor.dtype}")
-        data = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
+        # A view of the tensor's bytes: the one copy is the final join.
+        data = tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().data if tensor.numel() else b""
         entries.append({"name": name, "dtype": _NAMES[tensor.dtype], "shape": list(tensor.shape), "nbytes": len(data)})
         payloads.append(data)
     header = json.dumps({"tensors": entries, "meta": meta or {}}).encode("utf-8")
-    return struct.pack(">I", len(header)) + header + b"".join(payloads)
+    return b"".join([struct.pack(">I", len(header)), header, *payloads])
 
 
 def decode(message: bytes) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -55,7 +56,7 @@ def decode(message: bytes) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         name, dtype, shape, nbytes = _check_entry(entry)
         if offset + nbytes > len(message):
             raise ValueError(f"Tensor {name!r} needs {nbytes} bytes but only {len(message) - offset} remain (truncated)")
-        raw = bytearray(message[offset : offset + nbytes])
+        raw = bytearray(memoryview(message)[offset : offset + nbytes])  # one copy: the tensor must be writable
         tensors[name] = torch.frombuffer(raw, dtype=dtype).reshape(shape) if nbytes else torch.zeros(shape, dtype=dtype)
         offset += nbytes
     if offset != len(message):
