@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from stratagem.testing.ps_cluster import ROOT, LocalPSCluster
 from tests.dist._models import small_cnn
+from tests.dist.ps_scripts import fit_digits
 from tests.dist.ps_scripts.custom_loop import batches, make_optimizer
 
 pytestmark = pytest.mark.dist
@@ -93,7 +94,7 @@ def test_two_workers_fit_digits_within_two_points_of_synchronous(tmp_path: Path)
     assert abs(ps["evaluate"]["accuracy"] - sync["evaluate"]["accuracy"]) <= 0.02, (ps["evaluate"], sync["evaluate"])
     runs = {w: v["closures_run"] for w, v in ps["coordinator"]["workers"].items()}
     assert len(runs) == 2 and all(count > 0 for count in runs.values()), f"both workers must train: {runs}"
-    total_steps = len(ps["history"]["loss"]) * 40
+    total_steps = len(ps["history"]["loss"]) * fit_digits.STEPS
     assert sum(runs.values()) == total_steps
     assert [s["pushes_applied"] for s in ps["servers"]] == [total_steps] * 2
 

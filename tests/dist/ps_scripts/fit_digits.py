@@ -17,7 +17,7 @@ from torch import nn
 import stratagem
 from stratagem.datasets import digits
 
-BATCH, EPOCHS, STEPS = 64, 3, 40
+BATCH, EPOCHS, STEPS = 64, 3, 200
 
 
 def build() -> stratagem.Model:
