@@ -6,7 +6,7 @@ On a worker, the same calls (the worker runs the chief's script) record the
 steps and, at every call that waits (``join``, ``done``, ``fetch``), run the
 steps the chief hands this worker until the awaited answer arrives. No code
 or argument crosses the network: only step numbers and return values (see
-``stratagem.distribute.ps.coordination``).
+``stratagem.distribute.ps.coordination``, ``coordination_client``, ``results``).
 
 Example:
     >>> coordinator = ClusterCoordinator(strategy)  # doctest: +SKIP
@@ -25,7 +25,7 @@ from typing import Any
 
 from stratagem import _nest
 from stratagem.distribute.cluster import CHIEF
-from stratagem.distribute.ps import coordination
+from stratagem.distribute.ps import coordination, coordination_client, results
 from stratagem.errors import CoordinatorError
 
 
@@ -86,15 +86,16 @@ class ClusterCoordinator:
         self._closures: list[tuple[Callable[..., Any], tuple, dict]] = []
         self._joins = 0
         self._dones = 0
+        self._shares = 0
         self._timeout_s = strategy._timeout_s
         self._service: coordination.CoordinatorService | None = None
-        self._client: coordination.CoordinatorClient | None = None
+        self._client: coordination_client.CoordinatorClient | None = None
         if strategy.task_type == CHIEF:
             self._service = coordination.CoordinatorService(
                 strategy._chief_address, num_workers=strategy.num_workers, step_base=_next_step_id(strategy),
                 worker_timeout_s=strategy._worker_timeout_s)
         else:
-            self._client = coordination.CoordinatorClient(strategy._chief_address, strategy.task_id,
+            self._client = coordination_client.CoordinatorClient(strategy._chief_address, strategy.task_id,
                                                           timeout_s=self._timeout_s)
         strategy._coordinator = self
         _at_exit(self._close)
@@ -149,6 +150,19 @@ class ClusterCoordinator:
         takes_context = bool(inspect.signature(dataset_fn).parameters)
         return PerWorkerValues(dataset_fn(self._strategy._input_context()) if takes_context else dataset_fn())
 
+    def _share(self, value: Any) -> Any:
+        """On the chief: publishes ``value`` and returns it; on a worker: returns the chief's value.
+
+        For what the chief alone computes but every task's replay must see the
+        same way (fit's epoch logs, which callbacks decide on).
+        """
+        index = self._shares
+        self._shares += 1
+        if self._service is not None:
+            self._service.share(results.encode_value(value))
+            return value
+        return results.decode_value(self._serve({"kind": "shared", "index": index})[2])
+
     # ---- chief-side introspection (tests, tools) ---------------------------------------------
     def stats(self) -> dict[str, Any]:
         """On the chief: per worker, steps run and liveness; which worker ran each step."""
@@ -157,8 +171,8 @@ class ClusterCoordinator:
     # ---- internals ------------------------------------------------------------------------
     def _fetch(self, index: int) -> Any:
         if self._service is not None:
-            return coordination.decode_value(self._service.wait_result(index, self._timeout_s))
-        return coordination.decode_value(self._serve({"kind": "value", "index": index})[2])
+            return results.decode_value(self._service.wait_result(index, self._timeout_s))
+        return results.decode_value(self._serve({"kind": "value", "index": index})[2])
 
     def _serve(self, wait: dict[str, Any]) -> tuple[Any, dict[str, Any], bytes]:
         """Runs the steps handed to this worker until the chief answers ``wait``."""
@@ -185,9 +199,9 @@ class ClusterCoordinator:
         kwargs = {k: (v._local if isinstance(v, PerWorkerValues) else v) for k, v in kwargs.items()}
         self._strategy._begin_step(self._client.step_base + index)
         try:
-            value = coordination.encode_value(fn(*args, **kwargs))
+            value = results.encode_value(fn(*args, **kwargs))
         except Exception as err:
-            self._client.report(index, error=coordination.error_text(err))
+            self._client.report(index, error=results.error_text(err))
             raise
         finally:
             self._strategy._end_step()

@@ -5,11 +5,11 @@ endless stream of batches (the arrays reshuffled each pass, with a seed per
 worker; or the dataset repeated; or ``x(input_context)`` when ``x`` is a
 function, TF's ``DatasetCreator``), so an epoch is a number of steps, not a
 pass over the data. ``batch_size`` is the batch of one step (one worker).
-Each step returns its metric sums, which the chief (and, replaying, every
-worker) adds up, so epoch logs count every step once whichever worker ran it.
-Epoch-level callbacks run; batch-level hooks are not called (the chief does
-not see steps one by one). Validation runs on the chief after each epoch's
-``join``, on the servers' current values.
+Each step returns its metric sums, which the chief adds up, so epoch logs
+count every step once whichever worker ran it; the workers receive the
+chief's logs. Epoch-level callbacks run; batch-level hooks are not called
+(the chief does not see steps one by one). Validation runs on the chief
+after each epoch's ``join``, on the servers' current values.
 """
 
 from __future__ import annotations
@@ -63,19 +63,28 @@ def fit(model: Any, x: Any, y: Any, *, batch_size: int | None, epochs: int, verb
         results = [coordinator.schedule(train_function, args=(iterator,)) for _ in range(steps_per_epoch)]
         coordinator.join()
         strategy.pull_all()  # callbacks (checkpoints, exports) see the servers' values
-        _accumulate(metrics, [r.fetch() for r in results])
-        logs = model.get_metrics_result()
-        if validation_data is not None and (epoch + 1) % validation_freq == 0:
-            vx, vy, vw = unpack(validation_data) if isinstance(validation_data, tuple) else (validation_data, None, None)
-            val_logs = model.evaluate(vx, vy, batch_size=validation_batch_size or batch_size, verbose=0,
-                                      sample_weight=vw, steps=validation_steps, return_dict=True)
-            logs.update({f"val_{key}": value for key, value in val_logs.items()})
+        if strategy.is_chief:
+            _accumulate(metrics, [r.fetch() for r in results])
+            logs = model.get_metrics_result()
+            if validation_data is not None and (epoch + 1) % validation_freq == 0:
+                logs.update(_validate(model, validation_data, validation_batch_size or batch_size, validation_steps))
+        # NOTE: the chief alone computes the epoch's logs; the workers take them from it, so their
+        # callbacks decide as the chief's do (a restarted worker replaying epoch 0 would see other
+        # values if it evaluated for itself) and no worker spends time on validation.
+        logs = coordinator._share(logs if strategy.is_chief else None)
         model._fit_position = _EpochPosition(epoch + 1)
         callback_list.call("on_epoch_end", epoch, logs)
         if model.stop_training:
             break
     callback_list.call("on_train_end", logs)
     return history
+
+
+def _validate(model: Any, data: Any, batch_size: int | None, steps: int | None) -> dict[str, float]:
+    x, y, weight = unpack(data) if isinstance(data, tuple) else (data, None, None)
+    val_logs = model.evaluate(x, y, batch_size=batch_size, verbose=0, sample_weight=weight, steps=steps,
+                              return_dict=True)
+    return {f"val_{key}": value for key, value in val_logs.items()}
 
 
 class _EpochPosition:

@@ -92,6 +92,8 @@ def test_two_workers_fit_digits_within_two_points_of_synchronous(tmp_path: Path)
     ps, sync = json.loads(out.read_text()), json.loads(sync_out.read_text())
     assert sync["evaluate"]["accuracy"] > 0.8, "the reference must learn for the comparison to mean anything"
     assert abs(ps["evaluate"]["accuracy"] - sync["evaluate"]["accuracy"]) <= 0.02, (ps["evaluate"], sync["evaluate"])
+    assert len(ps["history"]["val_accuracy"]) == fit_digits.EPOCHS  # validation on the chief, each epoch
+    assert ps["history"]["val_accuracy"][-1] == pytest.approx(sync["history"]["val_accuracy"][-1], abs=0.03)
     runs = {w: v["closures_run"] for w, v in ps["coordinator"]["workers"].items()}
     assert len(runs) == 2 and all(count > 0 for count in runs.values()), f"both workers must train: {runs}"
     total_steps = len(ps["history"]["loss"]) * fit_digits.STEPS

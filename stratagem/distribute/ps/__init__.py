@@ -1,6 +1,10 @@
-"""Parameter-server building blocks: variable partitioners, the tensor wire format, server and client.
+"""Parameter-server building blocks under ``ParameterServerStrategy`` and ``ClusterCoordinator``.
 
-``ParameterServerStrategy`` and ``ClusterCoordinator`` are built on these.
+``partitioners`` (TF's three), ``wire`` (JSON header + raw tensor bytes, no
+pickling), ``server`` / ``client`` (the variables and their optimizer state,
+over gRPC), ``serve`` (a ``ps`` task's entry point), ``coordination`` /
+``coordination_client`` (the chief's step queue and the workers' line to
+it) and ``results`` (scheduled steps' return values on the wire).
 """
 
 from stratagem.distribute.ps.partitioners import FixedShardsPartitioner, MaxSizePartitioner, MinSizePartitioner

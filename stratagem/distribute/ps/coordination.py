@@ -1,4 +1,4 @@
-"""The chief's coordination service and the workers' client of it (gRPC, raw bytes, no pickling).
+"""The chief's coordination service: the step queue, workers' liveness, answers to replay (gRPC).
 
 Workers run the same script as the chief and replay its calls: the ``n``-th
 ``schedule`` call on a worker holds the same function and arguments as the
@@ -20,13 +20,11 @@ from __future__ import annotations
 import collections
 import threading
 import time
-import uuid
 from concurrent import futures
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import grpc
-import numpy as np
 import torch
 
 from stratagem.distribute.ps import wire
@@ -38,51 +36,6 @@ POLL_WAIT_S = 0.5
 HEARTBEAT_S = 1.0
 
 
-# ---- return values on the wire ------------------------------------------------------
-def encode_value(value: Any) -> bytes:
-    """Nested lists/tuples/dicts of tensors, arrays, numbers, strings and None, as one wire message."""
-    tensors: dict[str, torch.Tensor] = {}
-
-    def walk(item: Any) -> Any:
-        if isinstance(item, (torch.Tensor, np.ndarray, np.generic)):
-            key = f"t{len(tensors)}"
-            tensors[key] = torch.as_tensor(np.asarray(item)) if not isinstance(item, torch.Tensor) else item.detach().cpu()
-            return {"__tensor__": key}
-        if isinstance(item, tuple):
-            return {"__tuple__": [walk(x) for x in item]}
-        if isinstance(item, list):
-            return [walk(x) for x in item]
-        if isinstance(item, dict):
-            if not all(isinstance(k, str) for k in item):
-                raise TypeError(f"A scheduled function's dict results need string keys. Received keys: {list(item)[:5]}")
-            return {"__dict__": {k: walk(v) for k, v in item.items()}}
-        if item is None or isinstance(item, (bool, int, float, str)):
-            return item
-        raise TypeError(f"A scheduled function may return tensors, arrays, numbers, strings, None and "
-                        f"lists/tuples/dicts of them. Received: {type(item).__name__}")
-
-    return wire.encode(tensors, {"value": walk(value)})
-
-
-def decode_value(message: bytes) -> Any:
-    """The value of ``encode_value``, with tensors as numpy arrays (as ``RemoteValue.fetch`` returns them)."""
-    tensors, meta = wire.decode(message)
-
-    def walk(item: Any) -> Any:
-        if isinstance(item, list):
-            return [walk(x) for x in item]
-        if isinstance(item, dict):
-            if "__tensor__" in item:
-                return tensors[item["__tensor__"]].numpy()
-            if "__tuple__" in item:
-                return tuple(walk(x) for x in item["__tuple__"])
-            return {k: walk(v) for k, v in item["__dict__"].items()}
-        return item
-
-    return walk(meta.get("value"))
-
-
-# ---- the chief's side ----------------------------------------------------------------
 @dataclass
 class _Worker:
     incarnation: str
@@ -101,6 +54,7 @@ class _State:
     ran_by: dict[int, tuple[int, str]] = field(default_factory=dict)
     joins: int = 0
     done_answers: list[bool] = field(default_factory=list)
+    shared: list[bytes] = field(default_factory=list)  # values the chief hands its workers (epoch logs)
     failure: str | None = None
     finished: bool = False
     workers: dict[int, _Worker] = field(default_factory=dict)
@@ -155,6 +109,12 @@ class CoordinatorService:
             self._state.done_answers.append(answer)
             self._cond.notify_all()
             return answer
+
+    def share(self, message: bytes) -> None:
+        """Publishes the next value the workers' replay receives in place of computing it."""
+        with self._cond:
+            self._state.shared.append(message)
+            self._cond.notify_all()
 
     def stats(self) -> dict[str, Any]:
         """Who ran what: per worker, closures reported and whether it is alive."""
@@ -289,6 +249,8 @@ class CoordinatorService:
             return wire.encode({}, {"joined": True})
         if kind == "done" and isinstance(index, int) and len(state.done_answers) > index:
             return wire.encode({}, {"done": state.done_answers[index]})
+        if kind == "shared" and isinstance(index, int) and len(state.shared) > index:
+            return state.shared[index]
         return None
 
     # -- bookkeeping --
@@ -330,76 +292,6 @@ class CoordinatorService:
         return _decode(request, context)[1]
 
 
-# ---- the worker's side ----------------------------------------------------------------
-class CoordinatorClient:
-    """A worker's line to the chief: registers, heartbeats, polls for closures and answers."""
-
-    def __init__(self, address: str, worker: int, *, timeout_s: float) -> None:
-        self.address, self.worker, self.timeout_s = address, worker, timeout_s
-        self.incarnation = uuid.uuid4().hex
-        self._channel = grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", -1),
-                                                                 ("grpc.max_send_message_length", -1)])
-        self._methods = {name: self._channel.unary_unary(f"/{SERVICE}/{name}") for name in METHODS}
-        hello = self._call_until_up("Hello", {})
-        self.step_base, self.num_workers = int(hello["step_base"]), int(hello["num_workers"])
-        self._stop = threading.Event()
-        self._beat = threading.Thread(target=self._heartbeats, name="stratagem-heartbeat", daemon=True)
-        self._beat.start()
-
-    def poll(self, scheduled: int, wait: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any], bytes]:
-        reply = self._call_raw("Poll", wire.encode({}, self._with_id({"scheduled": scheduled, "wait": wait})),
-                               timeout=POLL_WAIT_S + self.timeout_s)
-        tensors, meta = wire.decode(reply)
-        return tensors, meta, reply
-
-    def report(self, closure: int, *, value: bytes | None = None, error: str | None = None) -> None:
-        tensors, meta = wire.decode(value) if value is not None else ({}, {})
-        meta = self._with_id({"closure": closure, "value": meta.get("value"), "error": error})
-        self._call_raw("Report", wire.encode(tensors, meta), timeout=self.timeout_s)
-
-    def close(self) -> None:
-        self._stop.set()
-        try:
-            self._call_raw("Bye", wire.encode({}, self._with_id({})), timeout=5.0)
-        except CoordinatorError:
-            pass  # the chief is gone already: nothing to say goodbye to
-        self._channel.close()
-
-    def _heartbeats(self) -> None:
-        message = wire.encode({}, self._with_id({}))
-        while not self._stop.wait(HEARTBEAT_S):
-            try:
-                self._methods["Heartbeat"](message, timeout=HEARTBEAT_S * 5)
-            except grpc.RpcError:
-                pass  # the main thread's next call reports a lost chief, with its deadline
-
-    def _call_until_up(self, method: str, meta: dict[str, Any]) -> dict[str, Any]:
-        """The chief may start after its workers: retry until it answers or the timeout passes."""
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            try:
-                reply = self._methods[method](wire.encode({}, self._with_id(meta)), timeout=5.0)
-                return wire.decode(reply)[1]
-            except grpc.RpcError as err:
-                if err.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:  # type: ignore[attr-defined]
-                    raise CoordinatorError(
-                        f"Worker {self.worker} could not reach the chief's coordinator at {self.address} within "
-                        f"{self.timeout_s:g}s ({err.code().name}). Start the chief, and check its address in "  # type: ignore[attr-defined]
-                        "TF_CONFIG.") from err
-                time.sleep(0.2)
-
-    def _call_raw(self, method: str, message: bytes, *, timeout: float) -> bytes:
-        try:
-            return self._methods[method](message, timeout=timeout)
-        except grpc.RpcError as err:
-            raise CoordinatorError(f"Worker {self.worker} lost the chief's coordinator at {self.address} "
-                                    f"({err.code().name}: {err.details()}). The chief has stopped or "  # type: ignore[attr-defined]
-                                    "is unreachable.") from err
-
-    def _with_id(self, meta: dict[str, Any]) -> dict[str, Any]:
-        return {"worker": self.worker, "incarnation": self.incarnation, **meta}
-
-
 def _decode(request: bytes, context: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     try:
         return wire.decode(request)
@@ -410,12 +302,3 @@ def _decode(request: bytes, context: Any) -> tuple[dict[str, torch.Tensor], dict
 def _refuse(context: Any, message: str) -> NoReturn:
     context.abort(grpc.StatusCode.INVALID_ARGUMENT, message)
     raise AssertionError("unreachable: grpc's abort raises")
-
-
-def error_text(err: BaseException) -> str:
-    """What a worker reports of a closure's exception: its type, message and traceback (text only)."""
-    import traceback
-
-    return f"{type(err).__name__}: {err}\n" + "".join(traceback.format_exception(err))[-4000:]
-
-

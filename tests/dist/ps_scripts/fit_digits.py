@@ -39,7 +39,8 @@ def main() -> None:
             model = build()
     else:
         strategy, model = None, build()
-    history = model.fit(x_train, y_train, batch_size=BATCH, epochs=EPOCHS, steps_per_epoch=STEPS, verbose=0)
+    history = model.fit(x_train, y_train, batch_size=BATCH, epochs=EPOCHS, steps_per_epoch=STEPS, verbose=0,
+                        validation_data=(x_test[:500], y_test[:500]))
     result = model.evaluate(x_test, y_test, batch_size=250, verbose=0, return_dict=True)
     if strategy is None or strategy.is_chief:
         servers = [c.call("Stats", {}, {})[1] for c in strategy.variables.clients] if strategy else []
