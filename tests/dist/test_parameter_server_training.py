@@ -114,7 +114,7 @@ def test_killed_worker_steps_are_rescheduled_applied_once_and_restarted_worker_r
     out, markers = tmp_path / "out.json", tmp_path / "markers"
     markers.mkdir()
     with LocalPSCluster(SCRIPTS / "kill_worker.py", num_workers=2, num_ps=2, log_dir=tmp_path,
-                        args=(str(out), str(markers)), env={"STRATAGEM_WORKER_TIMEOUT_S": "3"}) as cluster:
+                        args=(str(out), str(markers)), env={"STRATAGEM_WORKER_TIMEOUT_S": "5"}) as cluster:
         _wait_for(markers / "holding", cluster, 90)  # worker 1 pushed a step and holds it
         cluster.processes[("worker", 1)].send_signal(signal.SIGKILL)
         _wait_for(markers / "phase1_done", cluster, 90)  # the rest ran on worker 0 alone
@@ -126,7 +126,9 @@ def test_killed_worker_steps_are_rescheduled_applied_once_and_restarted_worker_r
     for server in result["servers"]:
         assert server["applied_steps"] == list(range(total)), "every scheduled step applied, none lost"
         assert server["pushes_applied"] == total, "no step applied twice"
-        assert server["duplicates_refused"] == 1, "the killed worker's step was pushed again by its re-run"
+        # The killed worker's step was pushed again by its re-run (more, if a loaded machine made a
+        # live worker look dead for a moment: still applied once each, which is the point).
+        assert server["duplicates_refused"] >= 1
     phase1, phase2 = result["ran_by"][:40], result["ran_by"][40:]
     assert [1, 0] in phase1 and [0, 0] in phase1  # both workers worked before the kill
     assert [1, 1] in phase2, "the restarted worker (incarnation 1) ran steps after rejoining"
