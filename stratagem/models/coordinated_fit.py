@@ -74,6 +74,8 @@ def fit(model: Any, x: Any, y: Any, *, batch_size: int | None, epochs: int, verb
         logs = coordinator._share(logs if strategy.is_chief else None)
         model._fit_position = _EpochPosition(epoch + 1)
         callback_list.call("on_epoch_end", epoch, logs)
+        # The chief's decision to stop wins, so no task schedules an epoch the others skip.
+        model.stop_training = bool(coordinator._share(bool(model.stop_training) if strategy.is_chief else None))
         if model.stop_training:
             break
     callback_list.call("on_train_end", logs)

@@ -101,6 +101,16 @@ def test_two_workers_fit_digits_within_two_points_of_synchronous(tmp_path: Path)
     assert [s["pushes_applied"] for s in ps["servers"]] == [total_steps] * 2
 
 
+@pytest.mark.timeout(120)
+def test_workers_follow_the_chiefs_decision_to_stop(tmp_path: Path) -> None:
+    out = tmp_path / "ps.json"
+    with LocalPSCluster(SCRIPTS / "fit_digits.py", num_workers=1, num_ps=1, log_dir=tmp_path,
+                        args=("ps", str(out)), env={"TEST_STOP_AFTER": "0"}) as cluster:
+        _run_to_end(cluster, 100)
+        assert cluster.wait("worker", 0, 30) == 0, cluster.logs()  # the worker stopped with the chief
+    assert len(json.loads(out.read_text())["history"]["loss"]) == 1
+
+
 def _wait_for(path: Path, cluster: LocalPSCluster, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while not path.exists():

@@ -8,6 +8,7 @@ test accuracy, the history and the servers' counters to OUT_JSON.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import numpy as np
@@ -18,6 +19,18 @@ import stratagem
 from stratagem.datasets import digits
 
 BATCH, EPOCHS, STEPS = 64, 3, 200
+
+
+class StopOnChief(stratagem.callbacks.Callback):
+    """Stops after epoch ``after`` on the chief only: the workers must follow the chief's decision."""
+
+    def __init__(self, after: int) -> None:
+        super().__init__()
+        self.after = after
+
+    def on_epoch_end(self, epoch: int, logs: object = None) -> None:
+        if self.model.distribute_strategy.is_chief and epoch >= self.after:
+            self.model.stop_training = True
 
 
 def build() -> stratagem.Model:
@@ -40,7 +53,8 @@ def main() -> None:
     else:
         strategy, model = None, build()
     history = model.fit(x_train, y_train, batch_size=BATCH, epochs=EPOCHS, steps_per_epoch=STEPS, verbose=0,
-                        validation_data=(x_test[:500], y_test[:500]))
+                        validation_data=(x_test[:500], y_test[:500]),
+                        callbacks=[StopOnChief(int(os.environ["TEST_STOP_AFTER"]))] if "TEST_STOP_AFTER" in os.environ else None)
     result = model.evaluate(x_test, y_test, batch_size=250, verbose=0, return_dict=True)
     if strategy is None or strategy.is_chief:
         servers = [c.call("Stats", {}, {})[1] for c in strategy.variables.clients] if strategy else []
