@@ -1,10 +1,14 @@
-"""What the benchmark scripts report the same way: the environment, the ratio plot, the side-by-side bars."""
+"""What the benchmark scripts report the same way: environment, raw runs, the files written, and plots."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import json
 import os
 import platform
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +32,18 @@ def environment(load_before: tuple[float, ...], **extra: Any) -> dict[str, Any]:
         "load_average_after": [round(v, 2) for v in load_average()],
         **extra,
     }
+
+
+def measurements(timings: dict[str, list[Any]], labels: dict[str, str]) -> dict[str, Any]:
+    """Every run of every measurement, under its label, as the JSON report keeps them."""
+    return {name: {"label": labels[name], "runs": [dataclasses.asdict(t) for t in runs]} for name, runs in timings.items()}
+
+
+def write(out_dir: Path, name: str, report: dict[str, Any], plot: Callable[[Path], None]) -> None:
+    """Writes ``<name>.json`` and ``<name>.png`` (drawn by ``plot``) under ``out_dir``, and says so."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    plot(out_dir / f"{name}.png")
 
 
 def plot_ratios(axes: Any, configs: dict[str, dict[str, Any]], ylabel: str) -> None:

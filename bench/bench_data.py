@@ -62,11 +62,10 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -400,13 +399,10 @@ def main(argv: list[str] | None = None) -> int:
     configs = summarize(timings)
     report = {
         "workload": workload_description(outputs), "environment": environment(args, load_before), "configs": configs,
-        "measurements": {name: {"label": MEASUREMENTS[name][0], "runs": [asdict(t) for t in runs]}
-                         for name, runs in timings.items()},
+        "measurements": _report.measurements(timings, {name: entry[0] for name, entry in MEASUREMENTS.items()}),
         "passed": all(config["passed"] for config in configs.values()),
     }
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / "data.json").write_text(json.dumps(report, indent=2) + "\n")
-    plot(configs, args.out_dir / "data.png")
+    _report.write(args.out_dir, "data", report, lambda path: plot(configs, path))
     print_report(configs)
     print(f"\nWrote {args.out_dir / 'data.json'} and {args.out_dir / 'data.png'}")
     return 0 if report["passed"] else 1

@@ -45,10 +45,9 @@ are in ``_fit_workloads.py``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -215,13 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     configs = summarize(timings, args.num_images)
     report = {
         "workload": workload_description(), "environment": environment(args, load_before), "configs": configs,
-        "measurements": {name: {"label": MEASUREMENTS[name][0], "runs": [asdict(t) for t in runs]}
-                         for name, runs in timings.items()},
+        "measurements": _report.measurements(timings, {name: entry[0] for name, entry in MEASUREMENTS.items()}),
         "passed": all(config["passed"] for config in configs.values()),
     }
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / "fit.json").write_text(json.dumps(report, indent=2) + "\n")
-    plot(configs, args.out_dir / "fit.png")
+    _report.write(args.out_dir, "fit", report, lambda path: plot(configs, path))
     print_report(configs)
     print(f"\nWrote {args.out_dir / 'fit.json'} and {args.out_dir / 'fit.png'}")
     return 0 if report["passed"] else 1

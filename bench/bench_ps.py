@@ -67,10 +67,9 @@ PS job's script) are in ``_ps_workloads.py``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -275,13 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "workload": workload_description(), "environment": environment(args, load_before), "configs": configs,
         "round_trips": round_trips,
-        "measurements": {name: {"label": MEASUREMENTS[name][0], "runs": [asdict(t) for t in runs]}
-                         for name, runs in timings.items()},
+        "measurements": _report.measurements(timings, {name: entry[0] for name, entry in MEASUREMENTS.items()}),
         "goals": [], "passed": True,
     }
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / "ps.json").write_text(json.dumps(report, indent=2) + "\n")
-    plot(configs, round_trips, args.out_dir / "ps.png")
+    _report.write(args.out_dir, "ps", report, lambda path: plot(configs, round_trips, path))
     print_report(configs, round_trips)
     print(f"\nWrote {args.out_dir / 'ps.json'} and {args.out_dir / 'ps.png'}")
     return 0 if report["passed"] else 1

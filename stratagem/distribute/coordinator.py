@@ -233,11 +233,7 @@ def _function_name(fn: Callable[..., Any]) -> str:
 
 def _next_step_id(strategy: Any) -> int:
     """Step ids continue after every step the servers have applied (a restarted chief reuses none)."""
-    highest = -1
-    for client in strategy.variables.clients:
-        steps = client.call("Stats", {}, {})[1]["applied_steps"]
-        highest = max([highest, *steps])
-    return highest + 1
+    return 1 + max(int(client.call("Stats", {}, {})[1]["highest_step"]) for client in strategy.variables.clients)
 
 
 __all__ = ["ClusterCoordinator", "PerWorkerValues", "RemoteValue"]

@@ -95,8 +95,6 @@ class ParameterServerStrategy(Strategy):
         self._coordinator: Any = None  # the ClusterCoordinator, once one is made
         self._names: dict[int, str] = {}  # id(parameter) -> variable name
         self._local = threading.local()  # the step id and pulled versions of the running closure
-        self.stale_dropped = 0
-        self.duplicates_refused = 0
         super().__init__(cluster_resolver=cluster_resolver if cluster_resolver is not None else TFConfigClusterResolver())
 
     # ---- what the coordinator and tests read ----------------------------------------
@@ -256,9 +254,8 @@ class ParameterServerStrategy(Strategy):
         meta: dict[str, Any] = {"optimizer": optimizer_spec(optimizer), "step": getattr(self._local, "step", None)}
         if self._staleness is not None:
             meta["staleness"] = self._staleness
-        replies = self._variables.push(gradients, meta, getattr(self._local, "versions", None))
-        self.stale_dropped += sum(1 for r in replies.values() if r.get("stale"))
-        self.duplicates_refused += sum(1 for r in replies.values() if r.get("duplicate"))
+        # A dropped (stale) or refused (already applied) push is counted by its server (Stats).
+        self._variables.push(gradients, meta, getattr(self._local, "versions", None))
 
     def _install_optimizer_hook(self) -> None:
         """``optimizer.step()`` in a custom loop pushes the gradients of server-held parameters."""

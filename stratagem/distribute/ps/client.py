@@ -17,7 +17,7 @@ from typing import Any
 import grpc
 import torch
 
-from stratagem.distribute.ps import wire
+from stratagem.distribute.ps import rpc, wire
 from stratagem.distribute.ps.partitioners import shard_rows
 from stratagem.distribute.ps.server import METHODS, SERVICE
 from stratagem.errors import ParameterServerError
@@ -31,9 +31,7 @@ class PSClient:
     def __init__(self, address: str, *, timeout_s: float = 30.0, name: str | None = None) -> None:
         self.address, self.timeout_s = address, timeout_s
         self.name = name or address
-        self._channel = grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", -1),
-                                                                 ("grpc.max_send_message_length", -1)])
-        self._methods = {name: self._channel.unary_unary(f"/{SERVICE}/{name}") for name in METHODS}
+        self._channel, self._methods = rpc.connect(address, SERVICE, METHODS)
         # Until the server first answers, calls wait for it to come up (tasks
         # start in any order); after that, a server that is gone fails fast.
         self._answered = False

@@ -20,14 +20,11 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from concurrent import futures
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any
 
-import grpc
-import torch
 
-from stratagem.distribute.ps import wire
+from stratagem.distribute.ps import rpc, wire
 from stratagem.errors import CoordinatorError
 
 SERVICE = "stratagem.Coordinator"
@@ -67,14 +64,9 @@ class CoordinatorService:
         self.num_workers, self.step_base, self.worker_timeout_s = num_workers, step_base, worker_timeout_s
         self._state = _State()
         self._cond = threading.Condition()
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max(8, 2 * num_workers + 4)),
-                                   options=[("grpc.max_receive_message_length", -1),
-                                            ("grpc.max_send_message_length", -1)])
-        handlers = {name: grpc.unary_unary_rpc_method_handler(getattr(self, f"_{name.lower()}")) for name in METHODS}
-        self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
-        if self._server.add_insecure_port(address) == 0:
-            raise OSError(f"The chief cannot listen on {address} for its workers: the port is taken or the "
-                          "address is not this host's. Fix the chief's address in TF_CONFIG.")
+        handlers = {name: getattr(self, f"_{name.lower()}") for name in METHODS}
+        self._server, _ = rpc.start_server(address, SERVICE, handlers, max_workers=max(8, 2 * num_workers + 4),
+                                           what="The chief's coordination service")
         self.address = address
         self._server.start()
         self._stop = threading.Event()
@@ -189,11 +181,11 @@ class CoordinatorService:
         return wire.encode({}, {})
 
     def _report(self, request: bytes, context: Any) -> bytes:
-        tensors, meta = _decode(request, context)
+        tensors, meta = rpc.decode(request, context)
         worker, incarnation = self._identity(meta, context)
         n, error = meta.get("closure"), meta.get("error")
         if not isinstance(n, int):
-            _refuse(context, f"Report needs meta.closure (int). Received: {n!r}")
+            rpc.refuse(context, f"Report needs meta.closure (int). Received: {n!r}")
         with self._cond:
             self._touch(worker, incarnation)
             if self._state.in_flight.get(n) == (worker, incarnation):
@@ -216,7 +208,7 @@ class CoordinatorService:
         worker, incarnation = self._identity(meta, context)
         scheduled, wait = meta.get("scheduled"), meta.get("wait")
         if not isinstance(scheduled, int) or not isinstance(wait, dict):
-            _refuse(context, "Poll needs meta.scheduled (int) and meta.wait (object)")
+            rpc.refuse(context, "Poll needs meta.scheduled (int) and meta.wait (object)")
         deadline = time.monotonic() + POLL_WAIT_S
         with self._cond:
             while True:
@@ -283,22 +275,10 @@ class CoordinatorService:
     def _identity(self, meta: dict[str, Any], context: Any) -> tuple[int, str]:
         worker, incarnation = meta.get("worker"), meta.get("incarnation")
         if not isinstance(worker, int) or not 0 <= worker < self.num_workers or not isinstance(incarnation, str):
-            _refuse(context, f"Requests need meta.worker (0..{self.num_workers - 1}) and meta.incarnation. "
+            rpc.refuse(context, f"Requests need meta.worker (0..{self.num_workers - 1}) and meta.incarnation. "
                              f"Received: worker={worker!r}")
         return worker, incarnation
 
     @staticmethod
     def _meta(request: bytes, context: Any) -> dict[str, Any]:
-        return _decode(request, context)[1]
-
-
-def _decode(request: bytes, context: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    try:
-        return wire.decode(request)
-    except ValueError as err:
-        _refuse(context, f"Malformed message: {err}")
-
-
-def _refuse(context: Any, message: str) -> NoReturn:
-    context.abort(grpc.StatusCode.INVALID_ARGUMENT, message)
-    raise AssertionError("unreachable: grpc's abort raises")
+        return rpc.decode(request, context)[1]

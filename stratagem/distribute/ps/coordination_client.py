@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 import torch
 
-from stratagem.distribute.ps import wire
+from stratagem.distribute.ps import rpc, wire
 from stratagem.distribute.ps.coordination import HEARTBEAT_S, METHODS, POLL_WAIT_S, SERVICE
 from stratagem.errors import CoordinatorError
 
@@ -26,9 +26,7 @@ class CoordinatorClient:
     def __init__(self, address: str, worker: int, *, timeout_s: float) -> None:
         self.address, self.worker, self.timeout_s = address, worker, timeout_s
         self.incarnation = uuid.uuid4().hex
-        self._channel = grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", -1),
-                                                                 ("grpc.max_send_message_length", -1)])
-        self._methods = {name: self._channel.unary_unary(f"/{SERVICE}/{name}") for name in METHODS}
+        self._channel, self._methods = rpc.connect(address, SERVICE, METHODS)
         hello = self._call_until_up("Hello", {})
         self.step_base, self.num_workers = int(hello["step_base"]), int(hello["num_workers"])
         self._stop = threading.Event()

@@ -18,16 +18,15 @@ once. A push may carry a staleness bound: computed from values more than
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import threading
-from concurrent import futures
-from typing import Any, NoReturn
+from typing import Any
 
-import grpc
 import torch
 
-from stratagem.distribute.ps import wire
+from stratagem.distribute.ps import rpc, wire
 
 SERVICE = "stratagem.ParameterServer"
 METHODS = ("Create", "Pull", "Push", "Snapshot", "Restore", "Stats")
@@ -57,15 +56,10 @@ class ParameterServer:
         self.stale_dropped = 0
         self._lock = threading.Lock()
         self.stopped = threading.Event()
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
-                                   options=[("grpc.max_receive_message_length", -1),
-                                            ("grpc.max_send_message_length", -1)])
-        handlers = {name: grpc.unary_unary_rpc_method_handler(getattr(self, f"_{name.lower()}")) for name in METHODS}
-        self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+        handlers = {name: getattr(self, f"_{name.lower()}") for name in METHODS}
+        self._server, port = rpc.start_server(address, SERVICE, handlers, max_workers=max_workers,
+                                              what="The parameter server")
         host = address.rsplit(":", 1)[0]
-        port = self._server.add_insecure_port(address)
-        if port == 0:
-            raise OSError(f"Cannot listen on {address}: the port is taken or the address is not this host's.")
         self.address = f"{host}:{port}"
 
     def start(self) -> ParameterServer:
@@ -79,35 +73,35 @@ class ParameterServer:
     # ---- methods (bytes in, bytes out) --------------------------------------------
     def _create(self, request: bytes, context: Any) -> bytes:
         """Sets each variable to the value sent (the chief's), dropping any optimizer state it had."""
-        tensors, _ = self._decode(request, context)
+        tensors, _ = rpc.decode(request, context)
         with self._lock:
             for name, value in tensors.items():
-                self._variables[name] = torch.nn.Parameter(value.clone())
+                self._variables[name] = torch.nn.Parameter(value)  # a fresh copy from decoding
                 self._optimizers.pop(name, None)
         return wire.encode({}, {"created": sorted(tensors), "version": self.version})
 
     def _pull(self, request: bytes, context: Any) -> bytes:
-        _, meta = self._decode(request, context)
+        _, meta = rpc.decode(request, context)
         names = meta.get("names")
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            _refuse(context, f"Pull needs meta.names, a list of strings. Received: {names!r}")
+            rpc.refuse(context, f"Pull needs meta.names, a list of strings. Received: {names!r}")
         with self._lock:  # encoding copies the bytes: done under the lock, no clone needed
             self._check_known(names, context)
             return wire.encode({name: self._variables[name].detach() for name in names}, {"version": self.version})
 
     def _push(self, request: bytes, context: Any) -> bytes:
-        gradients, meta = self._decode(request, context)
+        gradients, meta = rpc.decode(request, context)
         step, base, staleness = (meta.get(key) for key in ("step", "base_version", "staleness"))
         for key, value in (("step", step), ("base_version", base), ("staleness", staleness)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-                _refuse(context, f"Push meta.{key} must be a non-negative int or absent. Received: {value!r}")
+                rpc.refuse(context, f"Push meta.{key} must be a non-negative int or absent. Received: {value!r}")
         spec = _check_spec(meta.get("optimizer", {"class": "SGD", "hyper": {"lr": 0.01}}), context)
         with self._lock:
             self._check_known(list(gradients), context)
             for name, grad in gradients.items():
                 variable = self._variables[name]
                 if grad.shape != variable.shape or grad.dtype != variable.dtype:
-                    _refuse(context, f"Gradient for {name!r} is {grad.dtype}{list(grad.shape)}, but the variable is "
+                    rpc.refuse(context, f"Gradient for {name!r} is {grad.dtype}{list(grad.shape)}, but the variable is "
                                      f"{variable.dtype}{list(variable.shape)}")
             if step is not None and step in self.applied_steps:
                 self.duplicates_refused += 1
@@ -128,40 +122,42 @@ class ParameterServer:
             return wire.encode({}, {"applied": True, "version": self.version})
 
     def _snapshot(self, request: bytes, context: Any) -> bytes:
-        """Every variable, its optimizer state and the step bookkeeping, as one consistent message."""
-        self._decode(request, context)
-        with self._lock:
-            tensors: dict[str, torch.Tensor] = {f"var/{n}": v.detach().clone() for n, v in self._variables.items()}
+        """Every variable, its optimizer state and its version, as one consistent message.
+
+        Applied step ids are left out: a restored job numbers its steps afresh.
+        """
+        rpc.decode(request, context)
+        with self._lock:  # encoding copies the bytes: done under the lock, no clones needed
+            tensors: dict[str, torch.Tensor] = {f"var/{n}": v.detach() for n, v in self._variables.items()}
             optimizers: dict[str, Any] = {}
             for name, (spec, optimizer) in self._optimizers.items():
                 scalars = {}
                 for key, value in optimizer.state[self._variables[name]].items():
                     if isinstance(value, torch.Tensor):
-                        tensors[f"opt/{name}/{key}"] = value.detach().clone()
+                        tensors[f"opt/{name}/{key}"] = value.detach()
                     else:
                         scalars[key] = value
                 optimizers[name] = {"spec": spec, "scalars": scalars}
-            meta = {"version": self.version, "pushes_applied": self.pushes_applied,
-                    "applied_steps": sorted(self.applied_steps), "optimizers": optimizers}
-        return wire.encode(tensors, meta)
+            meta = {"version": self.version, "pushes_applied": self.pushes_applied, "optimizers": optimizers}
+            return wire.encode(tensors, meta)
 
     def _restore(self, request: bytes, context: Any) -> bytes:
         """Replaces everything with a ``Snapshot`` reply's content."""
-        tensors, meta = self._decode(request, context)
+        tensors, meta = rpc.decode(request, context)
         optimizers = meta.get("optimizers", {})
-        steps = meta.get("applied_steps", [])
-        if not isinstance(optimizers, dict) or not isinstance(steps, list) or not isinstance(meta.get("version"), int):
-            _refuse(context, "Restore needs meta.version (int), meta.applied_steps (list) and meta.optimizers (object)")
-        variables = {k[4:]: torch.nn.Parameter(v.clone()) for k, v in tensors.items() if k.startswith("var/")}
+        if not isinstance(optimizers, dict) or not isinstance(meta.get("version"), int):
+            rpc.refuse(context, "Restore needs meta.version (int) and meta.optimizers (object)")
+        # Decoded tensors are fresh, writable copies already: no clone.
+        variables = {k[4:]: torch.nn.Parameter(v) for k, v in tensors.items() if k.startswith("var/")}
         built = {}
         for name, entry in optimizers.items():
             if name not in variables or not isinstance(entry, dict):
-                _refuse(context, f"Restore: optimizer state for {name!r}, which is not a variable of the snapshot")
+                rpc.refuse(context, f"Restore: optimizer state for {name!r}, which is not a variable of the snapshot")
             spec = _check_spec(entry.get("spec"), context)
             optimizer = _build(spec, variables[name], context)
             state = dict(entry.get("scalars", {}))
             prefix = f"opt/{name}/"
-            state.update({k[len(prefix):]: v.clone() for k, v in tensors.items() if k.startswith(prefix)})
+            state.update({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)})
             optimizer.state[variables[name]].update(state)
             built[name] = (spec, optimizer)
         with self._lock:
@@ -172,11 +168,12 @@ class ParameterServer:
         return wire.encode({}, {"restored": sorted(variables), "version": self.version})
 
     def _stats(self, request: bytes, context: Any) -> bytes:
-        self._decode(request, context)
+        rpc.decode(request, context)
         with self._lock:
             return wire.encode({}, {
                 "version": self.version, "pushes_applied": self.pushes_applied,
                 "applied_steps": sorted(self.applied_steps), "duplicates_refused": self.duplicates_refused,
+                "highest_step": max(self.applied_steps, default=-1),
                 "stale_dropped": self.stale_dropped, "variables": sorted(self._variables),
             })
 
@@ -194,17 +191,10 @@ class ParameterServer:
         self._optimizers[name] = (spec, optimizer)
         return optimizer
 
-    @staticmethod
-    def _decode(request: bytes, context: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-        try:
-            return wire.decode(request)
-        except ValueError as err:
-            _refuse(context, f"Malformed message: {err}")
-
     def _check_known(self, names: list[str], context: Any) -> None:
         unknown = [n for n in names if n not in self._variables]
         if unknown:
-            _refuse(context, f"Unknown variable(s) {unknown}. This server holds {sorted(self._variables)}.")
+            rpc.refuse(context, f"Unknown variable(s) {unknown}. This server holds {sorted(self._variables)}.")
 
 
 def optimizer_spec(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
@@ -213,7 +203,7 @@ def optimizer_spec(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     if name not in OPTIMIZERS:
         raise ValueError(f"Parameter servers run the optimizers {sorted(OPTIMIZERS)}. Received: {name}")
     group = optimizer.param_groups[0]
-    accepted = inspect.signature(OPTIMIZERS[name].__init__).parameters
+    accepted = _constructor_arguments(name)
     hyper = {}
     for key, value in group.items():
         if key == "params" or key not in accepted:
@@ -227,27 +217,27 @@ def optimizer_spec(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     return {"class": name, "hyper": hyper}
 
 
+@functools.cache
+def _constructor_arguments(name: str) -> frozenset[str]:
+    """What ``OPTIMIZERS[name]`` accepts (asked once per class: a push computes a spec every step)."""
+    return frozenset(inspect.signature(OPTIMIZERS[name].__init__).parameters)
+
+
 def _check_spec(spec: Any, context: Any) -> dict[str, Any]:
     if not isinstance(spec, dict) or spec.get("class") not in OPTIMIZERS or not isinstance(spec.get("hyper"), dict):
-        _refuse(context, f"meta.optimizer must be {{'class': one of {sorted(OPTIMIZERS)}, 'hyper': {{...}}}}. "
+        rpc.refuse(context, f"meta.optimizer must be {{'class': one of {sorted(OPTIMIZERS)}, 'hyper': {{...}}}}. "
                          f"Received: {str(spec)[:200]}")
     for key, value in spec["hyper"].items():
         if isinstance(value, float) and not math.isfinite(value):
-            _refuse(context, f"Optimizer hyperparameter {key} must be finite. Received: {value}")
+            rpc.refuse(context, f"Optimizer hyperparameter {key} must be finite. Received: {value}")
     return spec
 
 
 def _build(spec: dict[str, Any], variable: torch.nn.Parameter, context: Any) -> torch.optim.Optimizer:
     cls = OPTIMIZERS[spec["class"]]
-    accepted = inspect.signature(cls.__init__).parameters
+    accepted = _constructor_arguments(spec["class"])
     hyper = {k: (tuple(v) if isinstance(v, list) else v) for k, v in spec["hyper"].items() if k in accepted}
     try:
         return cls([variable], **hyper)  # type: ignore[arg-type]
     except (TypeError, ValueError, RuntimeError) as err:
-        _refuse(context, f"Cannot build {spec['class']} with {hyper}: {err}")
-
-
-def _refuse(context: Any, message: str) -> NoReturn:
-    """Answers INVALID_ARGUMENT with ``message``; the server itself goes on serving."""
-    context.abort(grpc.StatusCode.INVALID_ARGUMENT, message)
-    raise AssertionError("unreachable: grpc's abort raises")
+        rpc.refuse(context, f"Cannot build {spec['class']} with {hyper}: {err}")
