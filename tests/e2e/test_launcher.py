@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e._processes import assert_all_gone
+
 pytestmark = pytest.mark.e2e
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -24,14 +26,6 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")
-
-
 def _pids(pid_dir: Path, count: int, timeout_s: float = 30) -> list[int]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -40,13 +34,6 @@ def _pids(pid_dir: Path, count: int, timeout_s: float = 30) -> list[int]:
             return [int(f.read_text()) for f in files]
         time.sleep(0.1)
     raise AssertionError(f"workers did not start: {list(pid_dir.iterdir())}")
-
-
-def _assert_all_gone(pids: list[int], within_s: float = 10) -> None:
-    deadline = time.monotonic() + within_s
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not [p for p in pids if _alive(p)], "worker processes were left behind"
 
 
 def test_failing_rank_stops_job_with_its_traceback_and_nonzero_exit(tmp_path: Path) -> None:
@@ -59,7 +46,7 @@ def test_failing_rank_stops_job_with_its_traceback_and_nonzero_exit(tmp_path: Pa
     assert "ValueError: boom on rank 1" in proc.stderr
     assert "[rank 1] Traceback" in proc.stderr
     assert elapsed < 45, "rank 0 should be stopped at once, not left to time out"
-    _assert_all_gone(_pids(tmp_path, 2))
+    assert_all_gone(_pids(tmp_path, 2))
 
 
 def test_plain_python_script_launches_its_replicas_with_rank_prefixes(tmp_path: Path) -> None:
@@ -68,7 +55,7 @@ def test_plain_python_script_launches_its_replicas_with_rank_prefixes(tmp_path: 
     assert proc.returncode == 0, proc.stderr
     assert "[rank 0] replica 0 of 2: sum=3" in proc.stdout
     assert "[rank 1] replica 1 of 2: sum=3" in proc.stdout
-    _assert_all_gone(_pids(tmp_path, 2))
+    assert_all_gone(_pids(tmp_path, 2))
 
 
 def test_ctrl_c_stops_every_worker(tmp_path: Path) -> None:
@@ -77,7 +64,7 @@ def test_ctrl_c_stops_every_worker(tmp_path: Path) -> None:
     pids = _pids(tmp_path, 2)
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=30) != 0
-    _assert_all_gone(pids)
+    assert_all_gone(pids)
 
 
 def test_killed_supervisor_leaves_no_orphan(tmp_path: Path) -> None:
@@ -86,4 +73,4 @@ def test_killed_supervisor_leaves_no_orphan(tmp_path: Path) -> None:
     pids = _pids(tmp_path, 2)
     proc.kill()
     proc.wait(timeout=10)
-    _assert_all_gone(pids)
+    assert_all_gone(pids)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e._processes import assert_all_gone
+
 from stratagem.errors import ConfigurationError
 from stratagem.launcher import cli, ps_job
 
@@ -83,21 +85,6 @@ def _env() -> dict[str, str]:
     # The scripts import tests.dist._models; the servers need nothing from the tests.
     return dict(os.environ) | {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
                                "STRATAGEM_TIMEOUT_S": "60"}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")
-
-
-def _assert_all_gone(pids: list[int], within_s: float = 10) -> None:
-    deadline = time.monotonic() + within_s
-    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not [p for p in pids if _alive(p)], "task processes were left behind"
 
 
 def _children(pid: int) -> dict[int, str]:
@@ -219,7 +206,7 @@ def test_killed_ps_stops_the_job_with_nonzero_exit_naming_it(tmp_path: Path) -> 
     assert code == 128 + signal.SIGKILL, text[-3000:]
     assert ("stratagem: ps 0 was killed by SIGKILL while the chief was running: parameter-server state is lost"
             in text), text[-3000:]
-    _assert_all_gone(list(tasks))
+    assert_all_gone(list(tasks))
 
 
 @pytest.mark.timeout(120)
@@ -229,7 +216,7 @@ def test_failing_chief_stops_every_task_and_its_exit_status_is_the_jobs(tmp_path
                            "chief-fails", str(tmp_path)], env=_env(), capture_output=True, text=True, timeout=100)
     assert proc.returncode == 5, proc.stderr[-3000:]
     assert "stratagem: The chief exited with code 5; the workers and parameter servers were stopped." in proc.stderr
-    _assert_all_gone([int(p.read_text()) for p in tmp_path.glob("*.pid")])
+    assert_all_gone([int(p.read_text()) for p in tmp_path.glob("*.pid")])
 
 
 @pytest.mark.timeout(120)
@@ -261,4 +248,4 @@ def test_stopped_launcher_leaves_no_task_behind(tmp_path: Path, sig: signal.Sign
         if proc.poll() is None:
             proc.kill()
     assert code == (130 if sig == signal.SIGINT else -signal.SIGKILL)
-    _assert_all_gone(list(tasks))
+    assert_all_gone(list(tasks))
