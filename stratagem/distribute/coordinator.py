@@ -83,7 +83,7 @@ class ClusterCoordinator:
         if not isinstance(strategy, ParameterServerStrategy):
             raise ValueError(f"ClusterCoordinator needs a ParameterServerStrategy. Received: {type(strategy).__name__}")
         self._strategy = strategy
-        self._closures: list[tuple[Callable[..., Any], tuple, dict]] = []
+        self._closures: list[tuple[Callable[..., Any], tuple, dict]] = []  # a worker's copies of the steps
         self._joins = 0
         self._dones = 0
         self._shares = 0
@@ -107,13 +107,10 @@ class ClusterCoordinator:
     # ---- TF's API ------------------------------------------------------------------------
     def schedule(self, fn: Callable[..., Any], args: tuple | None = None, kwargs: dict | None = None) -> RemoteValue:
         """Queues ``fn(*args, **kwargs)`` for the next free worker; returns its ``RemoteValue``."""
-        args, kwargs = tuple(args or ()), dict(kwargs or {})
-        index = len(self._closures)
-        self._closures.append((fn, args, kwargs))
-        if self._service is not None:
-            assigned = self._service.schedule(_function_name(fn))
-            assert assigned == index, "the chief's steps are numbered in schedule order"
-        return RemoteValue(self, index)
+        if self._service is not None:  # the chief only queues the step's number; workers run their copies
+            return RemoteValue(self, self._service.schedule(_function_name(fn)))
+        self._closures.append((fn, tuple(args or ()), dict(kwargs or {})))
+        return RemoteValue(self, len(self._closures) - 1)
 
     def join(self) -> None:
         """Waits until every scheduled step has finished; raises the first step's error, if any."""

@@ -147,11 +147,12 @@ class ParameterServerStrategy(Strategy):
         for name, parameter in named.items():
             self._names[id(parameter)] = name
         if self._task_type == CHIEF:
+            # NOTE: the chief's initial values are the job's; its module already holds them.
             self._variables.create({name: p.detach() for name, p in named.items()})
-        else:
-            for name, parameter in named.items():
-                self._variables.place(name, tuple(parameter.shape), parameter.dtype)
-            self._variables.wait_until_created(list(named), self._timeout_s)
+            return module
+        for name, parameter in named.items():
+            self._variables.place(name, tuple(parameter.shape), parameter.dtype)
+        self._variables.wait_until_created(list(named), self._timeout_s)
         self._pull_into(module, prefix)
         return module
 
@@ -210,22 +211,12 @@ class ParameterServerStrategy(Strategy):
 
     @override
     def _refresh_variables(self) -> None:
-        if getattr(self._local, "step", None) is not None:
-            for prefix, module in self._modules:
-                self._pull_into(module, prefix)
+        if getattr(self._local, "step", None) is not None:  # in a scheduled step, on a worker
+            self.pull_all()
 
     @override
     def _optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         self._push(optimizer)
-
-    @override
-    def _teardown(self) -> None:
-        hook = getattr(self, "_hook", None)
-        if hook is not None:
-            hook.remove()
-        coordinator = getattr(self, "_coordinator", None)
-        if coordinator is not None:
-            coordinator._close()
 
     # ---- pulls and pushes --------------------------------------------------------------
     def pull_all(self) -> None:
@@ -265,7 +256,7 @@ class ParameterServerStrategy(Strategy):
             if any(id(p) in strategy._names for group in optimizer.param_groups for p in group["params"]):
                 strategy._push(optimizer)  # clears those gradients: torch's step then skips them
 
-        self._hook = register_optimizer_step_pre_hook(before_step)
+        register_optimizer_step_pre_hook(before_step)  # for the life of the process, as the strategy
 
     def _begin_step(self, step: int) -> None:
         self._local.step = step
