@@ -21,7 +21,6 @@ fluent API and the static constructors.
 from __future__ import annotations
 
 import abc
-import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -296,6 +295,3 @@ def _check_positive(name: str, value: int, *, allow_autotune: bool = False) -> N
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
         raise ValueError(f"{name} must be a positive integer{' or AUTOTUNE' if allow_autotune else ''}. Received: {name}={value!r}")
 
-
-def _fspath(value: Any) -> str:
-    return os.fspath(value)

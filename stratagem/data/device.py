@@ -9,13 +9,11 @@ through untouched.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 
 from stratagem._nest import map_structure
-
-T = TypeVar("T")
 
 
 def prefetch_to_device(batches: Iterator[tuple[Any, ...]], device: torch.device) -> Iterator[tuple[Any, ...]]:

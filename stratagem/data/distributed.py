@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import collections
 import copy
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -75,16 +75,6 @@ class DistributedDataset:
             epoch = self._epoch
         self._epoch = epoch + 1
         return DistributedIterator(self, epoch)
-
-    def iter_with_global_batch_size(self) -> Iterator[tuple[Any, int]]:
-        """Yields ``(this replica's batch, examples in the step on all replicas)``."""
-        iterator = iter(self)
-        while True:
-            try:
-                local, global_size, _ = iterator.next_with_info()
-            except StopIteration:
-                return
-            yield local, global_size
 
     def __len__(self) -> int:
         return len(self._dataset)  # type: ignore[arg-type]

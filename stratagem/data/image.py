@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from PIL import Image
 
 from stratagem.data.dataset import Dataset
 from stratagem.data.options import AUTOTUNE
@@ -29,13 +28,8 @@ _SUBSETS = ("training", "validation", "both", None)
 # Keras' interpolation names that Pillow has a filter for. Pillow filters
 # antialias when shrinking (tf.image.resize does not by default), so values
 # differ slightly from Keras'; shapes and ranges are the same.
-_RESAMPLING = {
-    "bilinear": Image.Resampling.BILINEAR,
-    "nearest": Image.Resampling.NEAREST,
-    "bicubic": Image.Resampling.BICUBIC,
-    "area": Image.Resampling.BOX,
-    "lanczos3": Image.Resampling.LANCZOS,
-}
+# Names of Pillow's Resampling members: Pillow is imported on first decode, not by `import stratagem`.
+_RESAMPLING = {"bilinear": "BILINEAR", "nearest": "NEAREST", "bicubic": "BICUBIC", "area": "BOX", "lanczos3": "LANCZOS"}
 
 
 def image_dataset_from_directory(
@@ -291,6 +285,8 @@ class _ImageDecoder:
 
     def load(self, path: str) -> np.ndarray:
         """Decodes ``path`` (a GIF's first frame), converts, resizes; uint8 (H, W, C)."""
+        from PIL import Image
+
         try:
             with Image.open(path) as image:
                 image.seek(0)
@@ -305,7 +301,7 @@ class _ImageDecoder:
         # channel in float mode, and 4x less data back from the worker processes);
         # values are whole numbers, within 1.0 of a float resize. The cast to float32
         # happens once per batch (to_float32, a vectorised map).
-        resized = np.asarray(converted.resize((width, height), _RESAMPLING[self.interpolation], box=box))
+        resized = np.asarray(converted.resize((width, height), getattr(Image.Resampling, _RESAMPLING[self.interpolation]), box=box))
         return resized if resized.ndim == 3 else resized[..., None]
 
 

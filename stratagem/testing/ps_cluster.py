@@ -12,9 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-from stratagem.distribute.ps.client import PSClient
 from stratagem.launcher.environment import ps_cluster_configs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,13 +59,6 @@ class LocalPSCluster:
         import json
 
         return str(json.loads(self.configs[(kind, index)])["cluster"][kind][index])
-
-    def server_stats(self, index: int) -> dict[str, Any]:
-        client = PSClient(self.address("ps", index), timeout_s=10)
-        try:
-            return client.call("Stats", {}, {})[1]
-        finally:
-            client.close()
 
     def wait(self, kind: str, index: int, timeout_s: float) -> int:
         """Exit status of a task, after at most ``timeout_s`` (then ``TimeoutError``)."""

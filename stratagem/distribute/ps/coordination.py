@@ -115,10 +115,6 @@ class CoordinatorService:
                                 for i, w in self._state.workers.items()},
                     "ran_by": dict(self._state.ran_by), "scheduled": len(self._state.functions)}
 
-    def live_workers(self) -> list[int]:
-        with self._cond:
-            return sorted(i for i, w in self._state.workers.items() if w.alive and not w.left)
-
     def shutdown(self, grace_s: float) -> None:
         """Lets the workers finish replaying (answers stay available), then stops serving."""
         with self._cond:
