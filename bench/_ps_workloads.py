@@ -176,7 +176,7 @@ def ps_main(argv: list[str]) -> None:
     with strategy.scope():
         net = MODELS[model]()
         module = strategy.distribute_module(net)
-        optimizer = torch.optim.SGD(net.parameters(), lr=LEARNING_RATE)
+        optimizer = strategy.distribute_optimizer(torch.optim.SGD(net.parameters(), lr=LEARNING_RATE))
     step = make_replica_fn(module, optimizer, F.cross_entropy)
 
     def train_step(iterator: Any) -> torch.Tensor:

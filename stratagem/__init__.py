@@ -4,10 +4,18 @@ Strategies (``stratagem.distribute``), a Keras-style ``Model`` with
 ``compile``/``fit``/``evaluate``/``predict``, and the ``stratagem run`` launcher.
 """
 
+import os as _os
+
+from stratagem import _launched
+
+if _os.environ.get(_launched.ERROR_FILE_ENV):
+    # A worker started by `stratagem run`: record an uncaught exception for the launcher.
+    _launched.install_excepthook()
+
 from stratagem import callbacks, checkpoint, data, datasets, distribute, errors, losses, metrics, nn, optimizers, train
 from stratagem.models import Model
 
-__version__ = "0.1.0"
+from stratagem._version import __version__
 
 __all__ = [
     "Model", "callbacks", "checkpoint", "data", "datasets", "distribute", "errors", "losses", "metrics", "nn",

@@ -24,16 +24,15 @@ from stratagem.callbacks.callback import Callback
 from stratagem.checkpoint import state as training_state
 from stratagem.checkpoint.io import load_state, save_state
 from stratagem.errors import CheckpointError
-from stratagem.launcher.environment import RESTART_COUNT_ENV
+from stratagem._launched import restart_count
 
 _NAME = re.compile(r"^backup-(\d+)\.pt$")
 _KEEP = 2
-_PAST_THE_END = 2**62  # a fit position after every epoch: the restored job trains no more
 
 
 def _is_restart() -> bool:
     """True in a worker the launcher restarted (``stratagem run --max-restarts``)."""
-    return int(os.environ.get(RESTART_COUNT_ENV, "0") or 0) > 0
+    return restart_count() > 0
 
 
 class BackupAndRestore(Callback):
@@ -48,6 +47,8 @@ class BackupAndRestore(Callback):
         >>> model.fit(x, y, epochs=10,
         ...           callbacks=[BackupAndRestore("/shared/backup", save_freq=100)])  # doctest: +SKIP
     """
+
+    stops_training = "never"
 
     def __init__(self, backup_dir: str | os.PathLike[str], save_freq: str | int = "epoch", delete_checkpoint: bool = True) -> None:
         super().__init__()
@@ -70,9 +71,9 @@ class BackupAndRestore(Callback):
             if state.get("completed") and not _is_restart():
                 self._delete_all()  # a finished job run again: start fresh, as Keras does
                 return
-            training_state.restore(self.model, self._others(), state)
+            training_state.restore(self.model, self.fit_state, self._others(), state)
             if state.get("completed"):  # the same job, restarted after its training had finished
-                self.model._fit_position.epoch = _PAST_THE_END
+                self.fit_state.finish()
             self._counter = int(_NAME.match(path.name).group(1))  # type: ignore[union-attr]
             self.restored_from = str(path)
             return
@@ -91,7 +92,7 @@ class BackupAndRestore(Callback):
             self._backup(completed=True, keep=1)
 
     def _backup(self, *, completed: bool = False, keep: int = _KEEP) -> None:
-        state = training_state.capture(self.model, self._others())  # a collective: every replica calls it
+        state = training_state.capture(self.model, self.fit_state, self._others())  # a collective: every replica calls it
         if not self.model.distribute_strategy.is_chief:
             return
         state["completed"] = completed
@@ -106,7 +107,7 @@ class BackupAndRestore(Callback):
                 path.unlink(missing_ok=True)
 
     def _others(self) -> list[Any]:
-        return [c for c in self.model._callbacks if c is not self]
+        return [c for c in self.fit_state.callbacks if c is not self]
 
     def _backups_newest_first(self) -> list[Path]:
         if not self.backup_dir.is_dir():

@@ -26,6 +26,19 @@ class Callback:
     def __init__(self) -> None:
         self.model: Any = None
         self.params: dict[str, Any] = {}
+        self.fit_state: Any = None  # the running fit's FitState (epoch, step, data position)
+
+    # What the callback needs from the loop. Declared, so that a default fit makes
+    # no collective beyond the gradient all-reduce (see stratagem.models.runners).
+    # True: batch hooks get ``logs`` reduced over every replica (one all-reduce per
+    # step); otherwise they get this replica's running values (the same on one replica).
+    requires_global_batch_logs: bool = False
+    # Where this callback may set ``model.stop_training``: "never"; "global_logs" (only
+    # from epoch logs, which are reduced, so every replica decides alike and no
+    # agreement is needed); "epoch" (from anything, in epoch hooks: replicas agree once
+    # per epoch; the default, safe for any callback); "batch" (also in batch hooks:
+    # replicas agree after every step, one small all-reduce).
+    stops_training: str = "epoch"
 
     # Attributes BackupAndRestore saves and restores (counters, best values); plain JSON values.
     _state_keys: tuple[str, ...] = ()
@@ -44,6 +57,10 @@ class Callback:
 
     def set_params(self, params: dict[str, Any]) -> None:
         self.params = params
+
+    def set_fit_state(self, fit_state: Any) -> None:
+        """Receives the running ``fit``'s ``FitState`` (``BackupAndRestore`` saves and moves it)."""
+        self.fit_state = fit_state
 
     @_noop
     def on_train_begin(self, logs: dict[str, float] | None = None) -> None: ...

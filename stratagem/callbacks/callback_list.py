@@ -22,19 +22,26 @@ class CallbackList:
         callbacks: The callbacks, called in order.
         model: The user's ``Model``, given to each callback.
         params: ``epochs``, ``steps``, ``verbose``, ``batch_size``.
+        fit_state: The running fit's ``FitState``, handed to each callback.
     """
 
-    def __init__(self, callbacks: Iterable[Callback], *, model: Any, params: dict[str, Any]) -> None:
+    def __init__(self, callbacks: Iterable[Callback], *, model: Any, params: dict[str, Any], fit_state: Any = None) -> None:
         self.callbacks = list(callbacks)
         for callback in self.callbacks:
             callback.set_model(model)
             callback.set_params(params)
+            if fit_state is not None:
+                callback.set_fit_state(fit_state)
         # Precomputed so a hook nobody implements costs nothing per step.
         self._users = {hook: [c for c in self.callbacks if overrides(c, hook)] for hook in _HOOKS}
 
     def wants(self, hook: str) -> bool:
         """True if some callback implements ``hook`` (the loop then computes its logs)."""
         return bool(self._users[hook])
+
+    def any(self, predicate: Any) -> bool:
+        """True if ``predicate(callback)`` holds for some callback."""
+        return any(predicate(c) for c in self.callbacks)
 
     def call(self, hook: str, *args: Any) -> None:
         for callback in self._users[hook]:

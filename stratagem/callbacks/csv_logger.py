@@ -31,6 +31,8 @@ class CSVLogger(Callback):
         >>> model.fit(x, y, epochs=3, callbacks=[csv_logger])  # doctest: +SKIP
     """
 
+    stops_training = "never"
+
     def __init__(self, filename: str, separator: str = ",", append: bool = False) -> None:
         super().__init__()
         self.sep = separator

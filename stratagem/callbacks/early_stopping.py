@@ -53,6 +53,8 @@ class EarlyStopping(Callback):
         11
     """
 
+    stops_training = "global_logs"  # from val/epoch logs, identical on every replica
+
     # The best weights themselves stay in memory only: a restart restores the counters, not them.
     _state_keys = ('wait', 'stopped_epoch', 'best', 'best_epoch')
 

@@ -10,6 +10,8 @@ from stratagem.callbacks.callback import Callback
 class History(Callback):
     """``history.history[key]`` lists one value per epoch (``loss``, ``val_loss``, metrics)."""
 
+    stops_training = "never"
+
     def __init__(self) -> None:
         super().__init__()
         self.epoch: list[int] = []

@@ -47,6 +47,8 @@ class LearningRateScheduler(Callback):
         >>> model.fit(x, y, epochs=12, callbacks=[scheduler])  # doctest: +SKIP
     """
 
+    stops_training = "never"
+
     def __init__(self, schedule: Callable[..., float], verbose: int = 0) -> None:
         super().__init__()
         self.schedule = schedule
@@ -110,6 +112,8 @@ class ReduceLROnPlateau(Callback):
         ...     monitor="val_loss", factor=0.2, patience=5, min_lr=0.001)
         >>> model.fit(x, y, validation_data=(x_val, y_val), callbacks=[reduce_lr])  # doctest: +SKIP
     """
+
+    stops_training = "never"
 
     _state_keys = ('best', 'cooldown_counter', 'wait')
 

@@ -54,6 +54,8 @@ class ModelCheckpoint(Callback):
         >>> model.load_weights("ckpt/best.safetensors")  # doctest: +SKIP
     """
 
+    stops_training = "never"
+
     _state_keys = ('best', '_current_epoch', '_batches_seen_since_last_saving')
 
     def __init__(self, filepath: str, monitor: str = "val_loss", verbose: int = 0, save_best_only: bool = False,
@@ -75,8 +77,10 @@ class ModelCheckpoint(Callback):
         self._batches_seen_since_last_saving = 0
         self._last_batch_seen = 0
         self._warned_missing_monitor = False
+        # A batch-level save compares the monitored value of every replica's examples.
+        self.requires_global_batch_logs = save_freq != "epoch"
         if save_freq == "epoch":
-            # NOTE: reading batch logs costs an all-reduce every step; saving per
+            # NOTE: computing batch logs costs time every step; saving per
             # epoch never needs them, so this instance keeps the base no-op and
             # CallbackList skips the hook. Depends on save_freq only, so it is the
             # same on every replica and they all keep running the same collectives.

@@ -25,6 +25,8 @@ class ProgbarLogger(Callback):
         stream: Where to print; default ``sys.stdout``.
     """
 
+    stops_training = "never"
+
     def __init__(self, verbose: int = 1, stream: TextIO | None = None) -> None:
         super().__init__()
         self.verbose = verbose

@@ -50,6 +50,8 @@ class TensorBoard(Callback):
         >>> # then: tensorboard --logdir ./logs
     """
 
+    stops_training = "never"
+
     def __init__(self, log_dir: str = "logs", update_freq: str | int = "epoch", histogram_freq: int = 0,
                  write_graph: bool = False) -> None:
         super().__init__()
@@ -67,6 +69,7 @@ class TensorBoard(Callback):
         self._val_writer: Any = None
         self._global_train_batch = 0
         self._epoch_start = 0.0
+        self.requires_global_batch_logs = update_freq != "epoch"  # batch points cover every replica, as in Keras
         if update_freq == "epoch":
             # NOTE: batch logs cost an all-reduce every step; per-epoch logging never
             # reads them, so this instance keeps the base no-op and CallbackList

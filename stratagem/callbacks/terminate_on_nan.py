@@ -19,14 +19,16 @@ class TerminateOnNaN(Callback):
         >>> model.fit(x, y, epochs=10, callbacks=[stratagem.callbacks.TerminateOnNaN()])  # doctest: +SKIP
     """
 
+    stops_training = "batch"  # a NaN on one replica stops them all after that step
+
     @override
     def on_train_batch_end(self, batch: int, logs: dict[str, float] | None = None) -> None:
         loss = (logs or {}).get("loss")
         if loss is None or math.isfinite(loss):
             return
-        # The batch logs are already reduced across replicas, so every replica sees
-        # the same loss and stops at the same batch: no replica is left waiting in
-        # the next step's all-reduce.
+        # The batch logs are this replica's; stops_training = "batch" makes the loop
+        # agree after the step, so every replica stops at the same batch and none is
+        # left waiting in the next step's all-reduce.
         if self.model.distribute_strategy.is_chief:
             print(f"Batch {batch}: Invalid loss, terminating training")
         self.model.stop_training = True

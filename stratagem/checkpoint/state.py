@@ -1,11 +1,12 @@
 """``TrainingState``: everything a restarted job needs to continue as if never stopped.
 
-Captured: weights, optimizer state, where ``fit`` stands (epoch, step, data
-position with the agreed shuffle seed), the running sums of the epoch's
-metrics, every replica's torch RNG state (gathered to the chief), the numpy
-and Python RNG states of the chief, and the state of callbacks that expose
-``get_state()`` / ``set_state()``. Capturing is a collective (the RNG
-gather), so every replica calls it; only the chief writes the file.
+Captured: weights, optimizer state, where ``fit`` stands (the ``FitState``:
+epoch, step, data position with the agreed shuffle seed), the running sums of
+the epoch's metrics, every replica's torch RNG state (gathered to the chief),
+the numpy and Python RNG states of the chief, the state of the other callbacks
+(``get_state()`` / ``set_state()``) and state the strategy holds elsewhere
+(``HoldsRemoteState``: parameter servers). Capturing is one collective (the
+RNG gather), so every replica calls it; only the chief writes the file.
 """
 
 from __future__ import annotations
@@ -18,21 +19,22 @@ from typing import Any
 import numpy as np
 import torch
 
+from stratagem.distribute.capabilities import HoldsRemoteState
+
 FORMAT_VERSION = 1
 
 
-def capture(model: Any, callbacks: list[Any]) -> dict[str, Any]:
-    """The training state of ``model`` now (call on every replica: it gathers RNG states)."""
+def capture(model: Any, fit_state: Any, callbacks: list[Any]) -> dict[str, Any]:
+    """The training state of ``model`` and its ``fit_state`` now (call on every replica: it gathers RNG states)."""
     strategy = model.distribute_strategy
-    torch_rng = torch.get_rng_state().to(torch.int64).reshape(1, -1)
-    all_torch_rng = strategy.gather(torch_rng.to(strategy.device), axis=0).cpu()
+    all_torch_rng = _gather_rng_states(strategy)
     np_state: Any = np.random.get_state(legacy=True)  # ('MT19937', keys, pos, has_gauss, cached_gaussian)
     return {
         "format": FORMAT_VERSION,
         "world_size": strategy.num_replicas_in_sync,
         "weights": {k: v.detach().cpu().clone() for k, v in model.module.state_dict().items()},
         "optimizer": model.optimizer.state_dict(),
-        "position": json.dumps(model._fit_position.state()),
+        "position": json.dumps(fit_state.state()),
         "metrics": [[float(v) for v in metric.variables] for metric in model.metrics],
         "rng_torch": all_torch_rng,
         "rng_numpy": {"keys": torch.from_numpy(np_state[1].astype(np.int64)), "pos": int(np_state[2]),
@@ -40,17 +42,26 @@ def capture(model: Any, callbacks: list[Any]) -> dict[str, Any]:
         "rng_python": json.dumps(random.getstate()),
         "callbacks": json.dumps({_callback_key(i, cb): cb.get_state() for i, cb in enumerate(callbacks)
                                  if hasattr(cb, "get_state")}),
-        "strategy": strategy._capture_state(),  # e.g. the parameter servers' variables and optimizer state
+        "strategy": strategy.capture_remote_state() if isinstance(strategy, HoldsRemoteState) else None,
     }
 
 
-def restore(model: Any, callbacks: list[Any], state: dict[str, Any]) -> None:
-    """Puts ``model``, its optimizer, ``fit``'s position, RNGs and callbacks back as captured."""
+def _gather_rng_states(strategy: Any) -> torch.Tensor:
+    """Every replica's torch RNG state, one row each, in ONE all-reduce (the states have one size)."""
+    mine = torch.get_rng_state().to(torch.int64)
+    rows = torch.zeros((strategy.num_replicas_in_sync, mine.numel()), dtype=torch.int64)
+    rows[strategy.replica_id_in_sync_group] = mine  # zeros elsewhere: the sum is the stack of every row
+    return strategy.reduce("sum", rows.to(strategy.device), axis=None).cpu()
+
+
+def restore(model: Any, fit_state: Any, callbacks: list[Any], state: dict[str, Any]) -> None:
+    """Puts ``model``, its optimizer, ``fit_state``, RNGs and callbacks back as captured."""
     strategy = model.distribute_strategy
-    strategy._restore_state(state.get("strategy"))
+    if isinstance(strategy, HoldsRemoteState):
+        strategy.restore_remote_state(state.get("strategy"))
     model.module.load_state_dict(state["weights"])
     model.optimizer.load_state_dict(state["optimizer"])
-    model._fit_position.restore(json.loads(state["position"]))
+    fit_state.restore(json.loads(state["position"]))
     for metric, values in zip(model.metrics, state["metrics"]):
         for variable, value in zip(metric.variables, values):
             variable.fill_(value)

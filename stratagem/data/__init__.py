@@ -1,7 +1,10 @@
-"""tf.data-style input pipelines: ``Dataset``, ``Options``, ``AUTOTUNE``, distributed datasets."""
+"""tf.data-style input pipelines: ``Dataset``, ``Options``, ``AUTOTUNE``.
+
+Splitting a pipeline across replicas lives in ``stratagem.distribute.input_lib``, as in TF:
+this package knows nothing of strategies.
+"""
 
 from stratagem.data.dataset import Dataset, TextLineDataset
-from stratagem.data.distributed import DistributedDataset
 from stratagem.data.image import image_dataset_from_directory
 from stratagem.data.options import (
     AUTOTUNE,
@@ -12,6 +15,6 @@ from stratagem.data.options import (
 )
 
 __all__ = [
-    "AUTOTUNE", "AutoShardPolicy", "Dataset", "DistributedDataset", "INFINITE_CARDINALITY", "Options",
+    "AUTOTUNE", "AutoShardPolicy", "Dataset", "INFINITE_CARDINALITY", "Options",
     "TextLineDataset", "UNKNOWN_CARDINALITY", "image_dataset_from_directory",
 ]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import abc
 import atexit
-import os
 
 import torch
 import torch.distributed as dist
@@ -21,7 +20,7 @@ from stratagem.distribute.input_context import InputContext
 from stratagem.distribute.options import CommunicationOptions
 from stratagem.distribute.strategy import Strategy
 from stratagem.distribute.values import ReduceOp
-from stratagem.launcher import error_file
+from stratagem import _launched
 
 
 class CollectiveStrategy(Strategy):
@@ -39,16 +38,10 @@ class CollectiveStrategy(Strategy):
 
     @override
     def _setup(self) -> None:
-        error_file.install_excepthook()  # lets the launcher tell the first failure from its echoes
         rank, world_size, local_rank, local_world_size, addr, port, device = self._resolve()
         self._num_replicas, self._replica_id, self._device = world_size, rank, device
         if device.type == "cuda":
             torch.cuda.set_device(device)
-        elif "OMP_NUM_THREADS" not in os.environ:
-            # Each replica gets its share of the host's cores; oversubscribing
-            # them makes every replica, and so every step, slower.
-            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-            torch.set_num_threads(max(1, cores // local_world_size))
         if world_size == 1:
             return
         if dist.is_initialized():
@@ -93,7 +86,7 @@ class CollectiveStrategy(Strategy):
             # Rank 0 serves the rendezvous store: leaving before the others are done
             # could fail their own exit, so a clean exit waits for everyone. Not after
             # a crash: the peers may be inside a collective that never matches a barrier.
-            clean = not error_file.crashed()
+            clean = not _launched.crashed()
             if clean:
                 try:
                     dist.barrier()

@@ -17,6 +17,7 @@ from typing_extensions import override
 
 from stratagem.distribute import collectives
 from stratagem.distribute._collective import CollectiveStrategy
+from stratagem.distribute.capabilities import DistributedOptimizer
 from stratagem.distribute.mirrored import _parse_devices, resolve_one_host
 from stratagem.distribute.one_device import parse_device
 from stratagem.distribute.options import CommunicationOptions
@@ -73,8 +74,11 @@ class CentralStorageStrategy(CollectiveStrategy):
             _unflatten_into(flat, [p.data for p in module.parameters()])
         return module
 
-    @override
-    def _optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+    def wrap_optimizer(self, optimizer: torch.optim.Optimizer) -> DistributedOptimizer:
+        """``optimizer`` stepped centrally: gradients summed onto the chief, new values broadcast (``AppliesUpdates``)."""
+        return DistributedOptimizer(optimizer, self._central_step)
+
+    def _central_step(self, optimizer: torch.optim.Optimizer) -> None:
         params = [p for group in optimizer.param_groups for p in group["params"]]
         if self._num_replicas == 1:
             optimizer.step()

@@ -1,18 +1,25 @@
-"""The one module-level global: the stack of strategies entered with ``scope()``.
+"""What is in force now: the stack of strategies entered with ``scope()``, and the step's global batch.
 
 Nothing else in stratagem keeps mutable module state. The bottom of the stack
-is the default strategy (a ``OneDeviceStrategy`` made on first use).
+is the default strategy (a ``OneDeviceStrategy`` made on first use). The
+global batch size of the step being run is set by ``fit``'s loop around each
+``train_step``, from the batch itself, so the loss is divided by every
+replica's examples (``compute_average_loss``, ``Model.compute_loss``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from stratagem.distribute.strategy import Strategy
 
 _lock = threading.Lock()
+_global_batch_size: contextvars.ContextVar[int | None] = contextvars.ContextVar("global_batch_size", default=None)
 _stack: list[Strategy] = []
 _default: Strategy | None = None
 
@@ -57,3 +64,18 @@ def _default_strategy() -> Strategy:
 
             _default = OneDeviceStrategy()
         return _default
+
+
+@contextlib.contextmanager
+def global_batch(size: int) -> Iterator[None]:
+    """Within this block, the step's batch holds ``size`` examples over all replicas."""
+    token = _global_batch_size.set(int(size))
+    try:
+        yield
+    finally:
+        _global_batch_size.reset(token)
+
+
+def global_batch_size() -> int | None:
+    """The global batch size of the step being run by ``fit``, or None outside one."""
+    return _global_batch_size.get()

@@ -70,7 +70,7 @@ class ClusterCoordinator:
     """
 
     def __new__(cls, strategy: Any) -> ClusterCoordinator:
-        existing = getattr(strategy, "_coordinator", None)  # one coordinator per strategy, as in TF
+        existing = getattr(strategy, "cluster_coordinator", None)  # one coordinator per strategy, as in TF
         if existing is not None:
             return existing  # type: ignore[no-any-return]
         return super().__new__(cls)
@@ -87,17 +87,17 @@ class ClusterCoordinator:
         self._joins = 0
         self._dones = 0
         self._shares = 0
-        self._timeout_s = strategy._timeout_s
+        self._timeout_s = strategy.timeout_s
         self._service: coordination.CoordinatorService | None = None
         self._client: coordination_client.CoordinatorClient | None = None
         if strategy.task_type == CHIEF:
             self._service = coordination.CoordinatorService(
-                strategy._chief_address, num_workers=strategy.num_workers, step_base=_next_step_id(strategy),
-                worker_timeout_s=strategy._worker_timeout_s)
+                strategy.chief_address, num_workers=strategy.num_workers, step_base=_next_step_id(strategy),
+                worker_timeout_s=strategy.worker_timeout_s)
         else:
-            self._client = coordination_client.CoordinatorClient(strategy._chief_address, strategy.task_id,
-                                                          timeout_s=self._timeout_s)
-        strategy._coordinator = self
+            self._client = coordination_client.CoordinatorClient(strategy.chief_address, strategy.task_id,
+                                                                 timeout_s=self._timeout_s)
+        strategy.cluster_coordinator = self
         _at_exit(self._close)
 
     @property
@@ -145,9 +145,9 @@ class ClusterCoordinator:
         if not callable(dataset_fn):
             return PerWorkerValues(dataset_fn)
         takes_context = bool(inspect.signature(dataset_fn).parameters)
-        return PerWorkerValues(dataset_fn(self._strategy._input_context()) if takes_context else dataset_fn())
+        return PerWorkerValues(dataset_fn(self._strategy.worker_input_context()) if takes_context else dataset_fn())
 
-    def _share(self, value: Any) -> Any:
+    def share_from_chief(self, value: Any) -> Any:
         """On the chief: publishes ``value`` and returns it; on a worker: returns the chief's value.
 
         For what the chief alone computes but every task's replay must see the
@@ -194,14 +194,12 @@ class ClusterCoordinator:
             raise CoordinatorError(message)
         args = tuple(a._local if isinstance(a, PerWorkerValues) else a for a in args)
         kwargs = {k: (v._local if isinstance(v, PerWorkerValues) else v) for k, v in kwargs.items()}
-        self._strategy._begin_step(self._client.step_base + index)
         try:
-            value = results.encode_value(fn(*args, **kwargs))
+            with self._strategy.scheduled_step(self._client.step_base + index):
+                value = results.encode_value(fn(*args, **kwargs))
         except Exception as err:
             self._client.report(index, error=results.error_text(err))
             raise
-        finally:
-            self._strategy._end_step()
         self._client.report(index, value=value)
 
     def _close(self) -> None:

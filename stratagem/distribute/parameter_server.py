@@ -27,15 +27,15 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
-from torch.optim.optimizer import register_optimizer_step_pre_hook
 from typing_extensions import override
 
+from stratagem.distribute.capabilities import DistributedOptimizer
 from stratagem.distribute.cluster import CHIEF, PS, WORKER, ClusterResolver, TFConfigClusterResolver
 from stratagem.distribute.input_context import InputContext
 from stratagem.distribute.options import CommunicationOptions
@@ -45,10 +45,17 @@ from stratagem.distribute.ps.server import optimizer_spec
 from stratagem.distribute.strategy import Strategy
 from stratagem.distribute.values import ReduceOp
 from stratagem.errors import ConfigurationError
-from stratagem.launcher import error_file
 
 WORKER_TIMEOUT_ENV = "STRATAGEM_WORKER_TIMEOUT_S"
 DEFAULT_WORKER_TIMEOUT_S = 10.0
+
+
+@dataclass
+class StepContext:
+    """The scheduled step a worker is running: its id (servers apply it once) and the versions it pulled."""
+
+    step_id: int
+    versions: dict[str, int] = field(default_factory=dict)
 
 
 class ParameterServerStrategy(Strategy):
@@ -92,9 +99,9 @@ class ParameterServerStrategy(Strategy):
             raise ValueError(f"worker_timeout_s must be positive. Received: worker_timeout_s={timeout}")
         self._worker_timeout_s = timeout
         self._modules: list[tuple[str, nn.Module]] = []
-        self._coordinator: Any = None  # the ClusterCoordinator, once one is made
+        self.cluster_coordinator: Any = None  # the one ClusterCoordinator of this strategy, once made
         self._names: dict[int, str] = {}  # id(parameter) -> variable name
-        self._local = threading.local()  # the step id and pulled versions of the running closure
+        self._step: StepContext | None = None  # set while a worker runs a scheduled step
         super().__init__(cluster_resolver=cluster_resolver if cluster_resolver is not None else TFConfigClusterResolver())
 
     # ---- what the coordinator and tests read ----------------------------------------
@@ -114,6 +121,35 @@ class ParameterServerStrategy(Strategy):
     def variables(self) -> ShardedVariables:
         return self._variables
 
+    @property
+    def chief_address(self) -> str:
+        """``host:port`` of the chief, where the coordination service listens."""
+        return self._chief_address
+
+    @property
+    def timeout_s(self) -> float:
+        """Bound of every call to a server and of every wait for a worker or the chief."""
+        return self._timeout_s
+
+    @property
+    def worker_timeout_s(self) -> float:
+        """A worker silent this long is declared dead and its steps rescheduled."""
+        return self._worker_timeout_s
+
+    def worker_input_context(self) -> InputContext:
+        """This worker's place among the ``num_workers`` input pipelines (the chief counts as pipeline 0)."""
+        return self._input_context()
+
+    @contextlib.contextmanager
+    def scheduled_step(self, step_id: int) -> Iterator[StepContext]:
+        """Runs a scheduled step on this worker: pulls current values first; pushes carry ``step_id``."""
+        self._step = StepContext(step_id)
+        try:
+            self.pull_all()  # the step computes on the servers' current values
+            yield self._step
+        finally:
+            self._step = None
+
     # ---- hooks -------------------------------------------------------------------------
     @override
     def _setup(self) -> None:
@@ -127,7 +163,6 @@ class ParameterServerStrategy(Strategy):
                 f"{missing}. Add them to TF_CONFIG's cluster (or run `stratagem run --ps P --workers W script.py`). "
                 f"Received: jobs={sorted(spec)}")
         self._task_type, self._task_id = str(resolver.task_type), int(resolver.task_id or 0)
-        error_file.install_excepthook()  # the launcher then reports the exception, not just an exit code
         self._num_workers = len(spec[WORKER])
         self._chief_address = spec[CHIEF][0]
         if self._task_type == PS:
@@ -137,7 +172,6 @@ class ParameterServerStrategy(Strategy):
         clients = [PSClient(address, timeout_s=self._timeout_s, name=f"ps {i} at {address}")
                    for i, address in enumerate(spec[PS])]
         self._variables = ShardedVariables(clients, self._partitioner)
-        self._install_optimizer_hook()
 
     @override
     def _wrap_module(self, module: nn.Module) -> nn.Module:
@@ -160,24 +194,12 @@ class ParameterServerStrategy(Strategy):
     def _all_reduce(self, tensor: torch.Tensor, op: ReduceOp) -> torch.Tensor:
         return tensor  # one replica per step: nothing to combine
 
-    _schedules_steps = True
+    # ---- capabilities (stratagem.distribute.capabilities) ---------------------------
+    def wrap_optimizer(self, optimizer: torch.optim.Optimizer) -> DistributedOptimizer:
+        """``optimizer`` whose ``step()`` pushes the gradients of server-held parameters (``AppliesUpdates``)."""
+        return DistributedOptimizer(optimizer, self._push_then_step_local)
 
-    @override
-    def _inline_scope(self) -> contextlib.AbstractContextManager[None]:
-        return self._inline()
-
-    @contextlib.contextmanager
-    def _inline(self) -> Iterator[None]:
-        # evaluate/predict run here, on the servers' current values, over all the data.
-        self.pull_all()
-        self._local.inline = True
-        try:
-            yield
-        finally:
-            self._local.inline = False
-
-    @override
-    def _capture_state(self) -> Any:
+    def capture_remote_state(self) -> Any:
         """On the chief: every server's snapshot (call between steps, e.g. after ``join``)."""
         if self._task_type != CHIEF:
             return None
@@ -185,8 +207,7 @@ class ParameterServerStrategy(Strategy):
         return [torch.frombuffer(bytearray(client.call_bytes("Snapshot", wire.encode({}, {}))), dtype=torch.uint8)
                 for client in self._variables.clients]
 
-    @override
-    def _restore_state(self, state: Any) -> None:
+    def restore_remote_state(self, state: Any) -> None:
         if self._task_type != CHIEF or state is None:
             return
         if len(state) != len(self._variables.clients):
@@ -200,23 +221,12 @@ class ParameterServerStrategy(Strategy):
 
     @override
     def _input_context(self) -> InputContext:
-        if getattr(self._local, "inline", False):
-            return InputContext()
         worker = self._task_id if self._task_type == WORKER else 0
         return InputContext(num_input_pipelines=self._num_workers, input_pipeline_id=worker, num_replicas_in_sync=1)
 
     @override
     def _is_chief(self) -> bool:
         return self._task_type == CHIEF
-
-    @override
-    def _refresh_variables(self) -> None:
-        if getattr(self._local, "step", None) is not None:  # in a scheduled step, on a worker
-            self.pull_all()
-
-    @override
-    def _optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        self._push(optimizer)
 
     # ---- pulls and pushes --------------------------------------------------------------
     def pull_all(self) -> None:
@@ -230,7 +240,12 @@ class ParameterServerStrategy(Strategy):
         with torch.no_grad():
             for name, parameter in named.items():
                 parameter.copy_(values[name].to(parameter.device))
-        self._local.versions = {**getattr(self._local, "versions", {}), **versions}
+        if self._step is not None:  # the staleness bound compares a push with what its step pulled
+            self._step.versions.update(versions)
+
+    def _push_then_step_local(self, optimizer: torch.optim.Optimizer) -> None:
+        self._push(optimizer)  # clears the pushed gradients, so the local step leaves those parameters alone
+        optimizer.step()  # parameters the servers do not hold (if any) update here
 
     def _push(self, optimizer: torch.optim.Optimizer) -> None:
         gradients = {}
@@ -239,31 +254,15 @@ class ParameterServerStrategy(Strategy):
                 name = self._names.get(id(parameter))
                 if name is not None and parameter.grad is not None:
                     gradients[name] = parameter.grad.detach().cpu()
-                    parameter.grad = None  # the local optimizer must not also step it
+                    parameter.grad = None  # the servers apply it; this copy changes only by pulling
         if not gradients:
             return
-        meta: dict[str, Any] = {"optimizer": optimizer_spec(optimizer), "step": getattr(self._local, "step", None)}
+        step = self._step
+        meta: dict[str, Any] = {"optimizer": optimizer_spec(optimizer), "step": step.step_id if step else None}
         if self._staleness is not None:
             meta["staleness"] = self._staleness
         # A dropped (stale) or refused (already applied) push is counted by its server (Stats).
-        self._variables.push(gradients, meta, getattr(self._local, "versions", None))
-
-    def _install_optimizer_hook(self) -> None:
-        """``optimizer.step()`` in a custom loop pushes the gradients of server-held parameters."""
-        strategy = self
-
-        def before_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-            if any(id(p) in strategy._names for group in optimizer.param_groups for p in group["params"]):
-                strategy._push(optimizer)  # clears those gradients: torch's step then skips them
-
-        register_optimizer_step_pre_hook(before_step)  # for the life of the process, as the strategy
-
-    def _begin_step(self, step: int) -> None:
-        self._local.step = step
-        self._local.versions = {}
-
-    def _end_step(self) -> None:
-        self._local.step = None
+        self._variables.push(gradients, meta, step.versions if step else None)
 
     def __repr__(self) -> str:
         return (f"ParameterServerStrategy(task={self._task_type}:{self._task_id}, workers={self._num_workers}, "

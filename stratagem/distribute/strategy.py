@@ -17,7 +17,9 @@ import torch
 from torch import nn
 
 from stratagem.distribute import context
+from stratagem.distribute.capabilities import AppliesUpdates
 from stratagem.distribute.input_context import InputContext
+from stratagem.distribute.input_lib import DistributedDataset
 from stratagem.distribute.values import PerReplica, ReduceOp, unwrap
 
 T = TypeVar("T")
@@ -80,7 +82,6 @@ class Strategy(abc.ABC):
         """
         args = tuple(a.value if isinstance(a, PerReplica) else a for a in args)
         kwargs = {k: (v.value if isinstance(v, PerReplica) else v) for k, v in (kwargs or {}).items()}
-        self._refresh_variables()
         return fn(*args, **kwargs)
 
     def reduce(self, reduce_op: ReduceOp | str, value: torch.Tensor | PerReplica, axis: int | None = None) -> torch.Tensor:
@@ -135,8 +136,6 @@ class Strategy(abc.ABC):
         policy) and keeps its contiguous rows, so each example of a batch goes
         to exactly one replica.
         """
-        from stratagem.data.distributed import DistributedDataset
-
         return DistributedDataset(dataset, input_context=self._input_context(), split_batches=True, strategy=self)
 
     def distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], Iterable[Any]], options: Any | None = None) -> Any:
@@ -146,8 +145,6 @@ class Strategy(abc.ABC):
         ``input_context.get_per_replica_batch_size(global_batch_size)`` and
         shard by ``input_context.input_pipeline_id``.
         """
-        from stratagem.data.distributed import DistributedDataset
-
         ctx = self._input_context()
         return DistributedDataset(dataset_fn(ctx), input_context=ctx, split_batches=False, strategy=self)
 
@@ -159,6 +156,21 @@ class Strategy(abc.ABC):
         each replica's loss with ``stratagem.nn.compute_average_loss``.
         """
         return self._wrap_module(module)
+
+    def distribute_optimizer(self, optimizer: torch.optim.Optimizer) -> Any:
+        """Returns ``optimizer`` as this strategy steps it, for custom training loops.
+
+        Under the all-reduce strategies gradients are already summed in backward,
+        so the optimizer comes back unchanged. Strategies that apply updates
+        themselves (``CentralStorageStrategy``, ``ParameterServerStrategy``) return
+        a wrapper whose ``step()`` does their update; ``Model.compile`` uses it too.
+
+        Example:
+            >>> optimizer = strategy.distribute_optimizer(torch.optim.SGD(net.parameters(), lr=0.1))  # doctest: +SKIP
+        """
+        if isinstance(self, AppliesUpdates):
+            return self.wrap_optimizer(optimizer)
+        return optimizer
 
     # ---- what a subclass implements ----------------------------------------
     @abc.abstractmethod
@@ -179,27 +191,6 @@ class Strategy(abc.ABC):
 
     def _is_chief(self) -> bool:
         return self._replica_id == 0
-
-    def _optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        """Applies the (already synchronised) gradients; CentralStorage updates on the chief only."""
-        optimizer.step()
-
-    # Model.fit hands each step to ClusterCoordinator instead of looping itself.
-    _schedules_steps = False
-
-    def _inline_scope(self) -> contextlib.AbstractContextManager[None]:
-        """Where evaluate/predict run on this process alone over all the data; a no-op here."""
-        return contextlib.nullcontext()
-
-    def _capture_state(self) -> Any:
-        """State held outside this process (parameter servers) for a training checkpoint; None here."""
-        return None
-
-    def _restore_state(self, state: Any) -> None:
-        """Puts back what ``_capture_state`` returned."""
-
-    def _refresh_variables(self) -> None:
-        """Brings this replica's variables up to date before a step; ParameterServer pulls them."""
 
     def _teardown(self) -> None:
         """Releases the process group; the default strategy has none."""

@@ -27,14 +27,19 @@ Variables a worker reads, and who sets them:
 - ``STRATAGEM_ERROR_FILE``: where the worker records its uncaught exception
   (time, type, message) so the launcher can blame the first failure rather than
   the peers that failed because of it. Launcher.
+- ``OMP_NUM_THREADS``: the host's cores divided by the local processes, unless
+  the user set it. Launcher (``-n N``).
 - ``PYTHONUNBUFFERED``: ``1``, so a worker's lines reach the launcher as they
   are printed. Launcher.
 """
 
 from __future__ import annotations
 
+import os
+
+from stratagem._launched import RESTART_COUNT_ENV
+
 LAUNCHED_ENV = "STRATAGEM_LAUNCHED"
-RESTART_COUNT_ENV = "STRATAGEM_RESTART_COUNT"
 
 
 def worker_env(
@@ -61,6 +66,12 @@ def worker_env(
     if timeout_s is not None:
         env["STRATAGEM_TIMEOUT_S"] = f"{timeout_s:g}"
     return env
+
+
+def threads_per_process(local_world_size: int) -> int:
+    """This host's usable cores divided among ``local_world_size`` processes (at least 1 each)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // local_world_size)
 
 
 def ps_task_env(*, tf_config: str, restart_count: int, timeout_s: float | None) -> dict[str, str]:

@@ -27,8 +27,8 @@ from typing import IO
 
 from stratagem._process import die_with_parent
 from stratagem.errors import WorkerFailedError
-from stratagem.launcher.environment import RESTART_COUNT_ENV, worker_env
-from stratagem.launcher.error_file import ERROR_FILE_ENV, read_error_file
+from stratagem.launcher.environment import RESTART_COUNT_ENV, threads_per_process, worker_env
+from stratagem._launched import ERROR_FILE_ENV, read_error_file
 from stratagem.launcher.ports import find_free_port
 
 TAIL_LINES = 20
@@ -163,6 +163,10 @@ def _start_workers(config: LaunchConfig, error_dir: str, attempt: int) -> list[W
         base_env.pop("TF_CONFIG")
     port = config.master_port or find_free_port(config.master_addr)
     world_size = config.num_processes * config.nnodes
+    if "OMP_NUM_THREADS" not in base_env:
+        # Each local replica gets its share of the host's cores; oversubscribing them
+        # makes every replica, and so every step, slower. torch reads this at start.
+        base_env["OMP_NUM_THREADS"] = str(threads_per_process(config.num_processes))
     workers = []
     for local_rank in range(config.num_processes):
         rank = config.node_rank * config.num_processes + local_rank

@@ -68,19 +68,35 @@ class CompiledMetrics:
         for metric in self.all:
             metric.reset_state()
 
-    def results(self, strategy: Strategy) -> dict[str, float]:
-        """Global values: one all-reduce of every metric's (total, count) packed together.
+    def results(self, strategy: Strategy | None = None) -> dict[str, float]:
+        """Each metric's ``result()``: over every replica with ``strategy`` (a collective), else this replica's.
 
-        Every replica must call this at the same point, since it is a collective.
+        All states of all metrics travel in one all-reduce (they are sums); each
+        metric then computes its own ``result()`` from the summed states, so a
+        metric that overrides ``result`` or keeps other states logs what it defines.
+        Every replica must call this at the same point when it is a collective.
         """
-        metrics = [m for m in self.all if float(m.count) > 0 or strategy.num_replicas_in_sync > 1]
-        if not metrics:
-            return {}
-        packed = torch.stack([v.to(torch.float64).cpu() for m in metrics for v in m.variables])
+        states = [v for metric in self.all for v in metric.variables]
+        if strategy is None or strategy.num_replicas_in_sync == 1 or not states:
+            return self._read()
+        local = [v.detach().clone() for v in states]
+        packed = torch.cat([v.detach().to(torch.float64).reshape(-1).cpu() for v in states])
         packed = strategy.reduce(ReduceOp.SUM, packed.to(strategy.device), axis=None).cpu()
+        offset = 0
+        for variable in states:  # the global sums, for result() to read
+            variable.copy_(packed[offset : offset + variable.numel()].reshape(variable.shape))
+            offset += variable.numel()
+        try:
+            return self._read()
+        finally:
+            for variable, value in zip(states, local):
+                variable.copy_(value)
+
+    def _read(self) -> dict[str, float]:
         out = {}
-        for i, metric in enumerate(metrics):
-            total, count = packed[2 * i], packed[2 * i + 1]
-            if float(count) > 0:
-                out[metric.name] = float(total / count)
+        for metric in self.all:
+            count = getattr(metric, "count", None)
+            if isinstance(count, torch.Tensor) and float(count) == 0:
+                continue  # nothing seen (no loss compiled, no labels): Keras logs no value either
+            out[metric.name] = float(metric.result())
         return out

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterable, Iterator
+import warnings
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 
 from stratagem._nest import batch_size_of, map_structure
-from stratagem.data.distributed import DistributedDataset, _as_tensor
-from stratagem.distribute.input_context import check_global_batch_size, replica_slice
+from stratagem.distribute.input_context import InputContext, check_global_batch_size, replica_slice
+from stratagem.distribute.input_lib import DistributedDataset, _as_tensor
 from stratagem.distribute.strategy import Strategy
 
 Batch = tuple[Any, int, torch.Tensor]
@@ -28,13 +29,13 @@ Batch = tuple[Any, int, torch.Tensor]
 class ArrayAdapter:
     """In-memory arrays or tensors (and tuples/dicts of them), batched by ``batch_size``."""
 
-    def __init__(self, data: Any, *, batch_size: int, shuffle: bool, seed: int, strategy: Strategy) -> None:
+    def __init__(self, data: Any, *, batch_size: int, shuffle: bool, seed: int, context: InputContext) -> None:
         self.data = map_structure(_as_tensor, data)
         self.num_samples = batch_size_of(self.data)
         _check_same_length(self.data, self.num_samples)
-        check_global_batch_size(batch_size, strategy.num_replicas_in_sync)
+        check_global_batch_size(batch_size, context.num_replicas_in_sync)
         self.batch_size, self.shuffle, self.seed = batch_size, shuffle, seed
-        self.replicas, self.replica_id = strategy.num_replicas_in_sync, strategy.replica_id_in_sync_group
+        self.replicas, self.replica_id = context.num_replicas_in_sync, context.input_pipeline_id
         self.steps = -(-self.num_samples // batch_size)
         self._position = {"pass": 0, "step": 0}
 
@@ -66,12 +67,15 @@ class ArrayAdapter:
 class IterableAdapter:
     """Any iterable of global batches (``(x, y)`` tuples, a DataLoader, a ``DistributedDataset``)."""
 
-    def __init__(self, data: Iterable[Any], *, strategy: Strategy) -> None:
+    def __init__(self, data: Iterable[Any], *, seed: int, strategy: Strategy | None) -> None:
         if isinstance(data, DistributedDataset):
             self.source = data
-        else:
+        elif strategy is not None:
             self.source = strategy.experimental_distribute_dataset(data)
-        self.replicas, self.replica_id = strategy.num_replicas_in_sync, strategy.replica_id_in_sync_group
+        else:  # this process alone, over all the data
+            self.source = DistributedDataset(data, input_context=InputContext(), split_batches=True)
+        if self.source._seed is None:
+            self.source._seed = seed  # agreed by the caller, so iterating needs no collective
         self.num_samples: int | None = None
         self._state: dict[str, Any] | None = None
         try:
@@ -107,6 +111,59 @@ class IterableAdapter:
 
 
 BACKGROUND_DEPTH = 2
+
+
+class EpochFeeder:
+    """Yields each epoch's batches; with ``steps_per_epoch``, one stream across epochs (Keras)."""
+
+    def __init__(self, adapter: ArrayAdapter | IterableAdapter, steps_per_epoch: int | None) -> None:
+        self.adapter, self.steps = adapter, steps_per_epoch
+        self.exhausted = False
+        self._passes = 0
+        self._stream: Iterator[Batch] | None = None
+        self._resume: dict[str, Any] | None = None
+
+    def position(self) -> dict[str, Any]:
+        return {"adapter": self.adapter.position(), "passes": self._passes}
+
+    def restore(self, position: dict[str, Any], *, mid_epoch: bool) -> None:
+        self.adapter.restore(position["adapter"])  # the agreed shuffle seed, always
+        self._passes = int(position["passes"])
+        # Within an epoch (or a stream that spans epochs) continue where the data stood.
+        if mid_epoch or self.steps is not None:
+            self._resume = position["adapter"]
+
+    def epoch(self, epoch: int) -> Iterator[Batch]:
+        if self.steps is None:
+            resume, self._resume = self._resume, None
+            yield from self.adapter.epoch(epoch, resume=resume)
+            return
+        for _ in range(self.steps):
+            batch = self._next()
+            if batch is None:
+                return
+            yield batch
+
+    def _next(self) -> Batch | None:
+        if self._stream is None:
+            resume, self._resume = self._resume, None
+            self._stream = self.adapter.epoch(self._passes, resume=resume)
+        try:
+            return next(self._stream)
+        except StopIteration:
+            pass
+        if isinstance(self.adapter, ArrayAdapter):
+            # Arrays start a new, reshuffled pass when one runs out.
+            self._passes += 1
+            self._stream = self.adapter.epoch(self._passes)
+            return next(self._stream)
+        # All replicas iterate the same global batches, so they run out together.
+        warnings.warn(
+            "The input ran out of data before steps_per_epoch * epochs steps; training stops here. "
+            "Make the dataset repeat(), or lower steps_per_epoch.", stacklevel=2,
+        )
+        self.exhausted = True
+        return None
 
 
 def _state_of(iterator: Any) -> dict[str, Any] | None:
@@ -161,12 +218,19 @@ def _background(items: Iterator[Any], depth: int = BACKGROUND_DEPTH) -> Iterator
 
 
 def make_adapter(x: Any, y: Any, sample_weight: Any, *, batch_size: int | None, shuffle: bool, seed: int,
-                 strategy: Strategy) -> ArrayAdapter | IterableAdapter:
-    """Picks the adapter for ``x`` (arrays/tensors, or an iterable of batches)."""
+                 strategy: Strategy, local: bool = False) -> ArrayAdapter | IterableAdapter:
+    """Picks the adapter for ``x`` (arrays/tensors, or an iterable of batches).
+
+    ``seed`` must be the same on every replica. ``local``: this process alone
+    reads all the data (evaluate/predict where steps are scheduled elsewhere).
+    """
     if _is_array(x) or (isinstance(x, (tuple, list, dict)) and _is_array(_first(x))):
         data = tuple(d for d in (x, y, sample_weight) if d is not None)
         data = data if len(data) > 1 else data[0]
-        return ArrayAdapter(data, batch_size=batch_size or 32, shuffle=shuffle, seed=seed, strategy=strategy)
+        context = InputContext() if local else InputContext(
+            num_input_pipelines=strategy.num_replicas_in_sync, input_pipeline_id=strategy.replica_id_in_sync_group,
+            num_replicas_in_sync=strategy.num_replicas_in_sync)
+        return ArrayAdapter(data, batch_size=batch_size or 32, shuffle=shuffle, seed=seed, context=context)
     if y is not None:
         raise ValueError(
             "y must be None when x is an iterable of batches (it yields (x, y) pairs itself). "
@@ -179,7 +243,7 @@ def make_adapter(x: Any, y: Any, sample_weight: Any, *, batch_size: int | None, 
         )
     if not isinstance(x, Iterable):
         raise TypeError(f"x must be arrays, tensors or an iterable of batches. Received: x of type {type(x).__name__}")
-    return IterableAdapter(x, strategy=strategy)
+    return IterableAdapter(x, seed=seed, strategy=None if local else strategy)
 
 
 def unpack(data: Any) -> tuple[Any, Any, Any]:
@@ -211,3 +275,44 @@ def _check_same_length(data: Any, expected: int) -> None:
             "x, y and sample_weight must have the same number of examples (first axis). "
             f"Received: lengths={lengths}"
         )
+
+
+def worker_stream(x: Any, y: Any, sample_weight: Any, *, batch_size: int, shuffle: bool) -> Callable[[Any], Iterator[Any]]:
+    """What ``create_per_worker_dataset`` calls on each worker of a coordinated fit: an endless iterator.
+
+    Every worker reads its own stream: the arrays reshuffled each pass (seeded
+    by the worker's index), a dataset repeated, or ``x(input_context)`` when ``x``
+    is a function (TF's ``DatasetCreator``). ``batch_size`` is one step's batch.
+    """
+
+    def make(context: Any) -> Iterator[Any]:
+        if callable(x) and not hasattr(x, "__len__"):
+            return _repeat(lambda: x(context))
+        if y is None and not isinstance(x, (np.ndarray, torch.Tensor)):
+            return _repeat(lambda: x)
+        return _array_batches(x, y, sample_weight, batch_size, shuffle, seed=context.input_pipeline_id)
+
+    return make
+
+
+def _repeat(make: Callable[[], Any]) -> Iterator[Any]:
+    while True:
+        empty = True
+        for batch in make():
+            empty = False
+            yield batch
+        if empty:
+            raise ValueError("The training data yielded no batch: fit needs at least one.")
+
+
+def _array_batches(x: Any, y: Any, sample_weight: Any, batch_size: int, shuffle: bool, *, seed: int) -> Iterator[Any]:
+    arrays = [np.asarray(a) if not isinstance(a, torch.Tensor) else a.numpy() for a in (x, y, sample_weight) if a is not None]
+    count = len(arrays[0])
+    if count < batch_size:
+        raise ValueError(f"fit needs at least one full batch: {count} examples, batch_size={batch_size}.")
+    rng = np.random.default_rng(seed)
+    while True:
+        order = rng.permutation(count) if shuffle else np.arange(count)
+        for start in range(0, count - batch_size + 1, batch_size):  # full batches: a stream has no last batch
+            rows = order[start : start + batch_size]
+            yield tuple(torch.from_numpy(a[rows]) for a in arrays)

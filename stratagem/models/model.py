@@ -20,12 +20,16 @@ from stratagem import optimizers as optimizers_lib
 from stratagem._nest import map_structure
 from stratagem.callbacks import Callback, CallbackList, History, ProgbarLogger
 from stratagem.callbacks.backup_and_restore import BackupAndRestore
+from stratagem.data.ops.shuffle import mix_seed
 from stratagem.distribute import context
+from stratagem.distribute.capabilities import SchedulesSteps
+from stratagem.distribute.input_lib import shared_seed
 from stratagem.distribute.strategy import Strategy
-from stratagem.data.distributed import shared_seed
 from stratagem.models import fit_loop
 from stratagem.models.compile_utils import CompiledLoss, CompiledMetrics
-from stratagem.models.data_adapter import make_adapter, unpack
+from stratagem.models.data_adapter import EpochFeeder, make_adapter, unpack, worker_stream
+from stratagem.models.fit_state import FitState
+from stratagem.models.runners import CoordinatedRunner, LocalRunner
 
 
 class Model:
@@ -57,10 +61,12 @@ class Model:
         self.compiled_metrics: CompiledMetrics | None = None
         self.stop_training = False
         self.history: History | None = None
-        self._global_batch_size = 0
-        self.input_wait_fraction = 0.0  # share of the last epoch spent waiting for input (see fit_loop)
+        self.input_wait_fraction = 0.0  # share of the last epoch spent waiting for input (see runners)
         self._input_spec: Any = None  # shapes/dtypes of the first x seen; save() exports with them
-        self._callbacks: list[Callback] = []
+        self._updater: Any = None  # the optimizer as the strategy steps it (distribute_optimizer)
+        self._seed = 0  # agreed by every replica at compile; each fit's shuffle seed derives from it
+        self._fits = 0
+        self._step_losses: torch.Tensor | None = None  # per-example losses of the running step (loss tracker)
 
     @property
     def distribute_strategy(self) -> Strategy:
@@ -95,7 +101,11 @@ class Model:
         self.compiled_metrics = CompiledMetrics(list(metrics or []), loss_name=self.compiled_loss.name if self.compiled_loss else None)
         self._train_module = self._strategy.distribute_module(self.module)
         self.optimizer = optimizers_lib.get(optimizer)
-        self.optimizer.build(self.module.parameters(), self._strategy.device)
+        self._updater = self._strategy.distribute_optimizer(self.optimizer.build(self.module.parameters(), self._strategy.device))
+        # NOTE: one small collective here rather than one per fit: every fit's shuffle
+        # seed derives from this one, which every replica holds. Drawn from torch's
+        # RNG, so torch.manual_seed before compile makes the shuffles reproducible.
+        self._seed = shared_seed(self._strategy)
 
     # ---- steps (override as in Keras) --------------------------------------------
     def train_step(self, data: Any) -> None:
@@ -106,9 +116,14 @@ class Model:
         self._record_input_spec(x)
         self.optimizer.zero_grad()
         y_pred = self._train_module(x)
-        loss, per_example = self.compute_loss(x, y, y_pred, sample_weight)
+        self._step_losses = None
+        loss = self.compute_loss(x, y, y_pred, sample_weight)
         loss.backward()  # DDP sums gradients across replicas during backward
-        self._strategy._optimizer_step(self.optimizer._built())
+        self._updater.step()  # the strategy's update: local, on the chief, or on the servers
+        per_example = self._step_losses
+        if per_example is None:  # an overridden compute_loss: track its loss as every example's
+            rows = y_pred.shape[0]
+            per_example = (loss.detach() * self._global_batch_size(rows) / max(rows, 1)).expand(rows)
         self._require_compiled().update(y, y_pred, sample_weight, per_example)
 
     def test_step(self, data: Any) -> None:
@@ -125,12 +140,24 @@ class Model:
         self._record_input_spec(x)
         return self.module(self._to_device(x))
 
-    def compute_loss(self, x: Any, y: Any, y_pred: torch.Tensor, sample_weight: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Returns ``(loss to back-propagate, per-example losses)``; the former is scaled by the global batch."""
+    def compute_loss(self, x: Any = None, y: Any = None, y_pred: Any = None, sample_weight: Any = None,
+                     training: bool = True) -> torch.Tensor:
+        """The loss to back-propagate on this replica: ``sum(sample_weight * loss) / global_batch_size``.
+
+        The global batch is every replica's examples of the step: inside ``fit``
+        the batch says how many; elsewhere (``strategy.run(model.train_step, ...)``)
+        it is this replica's batch times ``num_replicas_in_sync``. The strategy
+        sums gradients, so N replicas update as one would on the global batch.
+        """
         if self.compiled_loss is None:
             raise RuntimeError("No loss: pass loss= to compile(), or override train_step.")
         per_example = self.compiled_loss.per_example(y, y_pred)
-        return CompiledLoss.scale(per_example, sample_weight, self._global_batch_size or per_example.shape[0]), per_example
+        self._step_losses = per_example.detach()
+        return CompiledLoss.scale(per_example, sample_weight, self._global_batch_size(per_example.shape[0]))
+
+    def _global_batch_size(self, rows: int) -> int:
+        size = context.global_batch_size()
+        return size if size is not None else rows * self._strategy.num_replicas_in_sync
 
     # ---- fit / evaluate / predict -----------------------------------------------
     def fit(self, x: Any = None, y: Any = None, batch_size: int | None = None, epochs: int = 1, verbose: int | str = "auto",
@@ -147,39 +174,48 @@ class Model:
             ConfigurationError: If ``batch_size`` does not divide by the replicas.
         """
         self._require_compiled()
-        if self._strategy._schedules_steps:
-            from stratagem.models import coordinated_fit
-
-            return coordinated_fit.fit(
-                self, x, y, batch_size=batch_size, epochs=epochs, verbose=verbose, callbacks=callbacks,
-                validation_data=validation_data, shuffle=shuffle, sample_weight=sample_weight,
-                initial_epoch=initial_epoch, steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
-                validation_batch_size=validation_batch_size, validation_freq=validation_freq)
-        seed = shared_seed(self._strategy) if shuffle else 0
-        train = make_adapter(x, y, sample_weight, batch_size=batch_size, shuffle=shuffle, seed=seed, strategy=self._strategy)
-        validation = None
+        # The same on every replica, so no collective: the agreed seed, then one derived per later fit.
+        seed = (self._seed if self._fits == 0 else mix_seed(self._seed, self._fits)) if shuffle else 0
+        self._fits += 1
+        if isinstance(self._strategy, SchedulesSteps):
+            feeder, batch_size_param = None, batch_size
+            runner: Any = _coordinated_runner(self, x, y, sample_weight, batch_size=batch_size, shuffle=shuffle,
+                                              steps_per_epoch=steps_per_epoch)
+            steps: int | None = steps_per_epoch
+            samples = None
+        else:
+            train = make_adapter(x, y, sample_weight, batch_size=batch_size, shuffle=shuffle, seed=seed,
+                                 strategy=self._strategy)
+            feeder, batch_size_param = EpochFeeder(train, steps_per_epoch), getattr(train, "batch_size", None)
+            steps, samples = steps_per_epoch or train.steps, getattr(train, "num_samples", None)
+        state = FitState(feeder, epoch=initial_epoch)
+        history = History()
+        callback_list = self._callback_list(callbacks, history, verbose, state, epochs=epochs, steps=steps,
+                                            batch_size=batch_size_param, samples=samples)
+        if feeder is not None:
+            runner = LocalRunner(self, feeder, callback_list)
+        validate = None
         if validation_data is not None:
             vx, vy, vw = unpack(validation_data) if isinstance(validation_data, tuple) else (validation_data, None, None)
-            validation = make_adapter(vx, vy, vw, batch_size=validation_batch_size or batch_size if vy is not None else None,
-                                      shuffle=False, seed=0, strategy=self._strategy)
-        steps = steps_per_epoch or train.steps
-        history = History()
-        callback_list = self._callback_list(callbacks, history, verbose, epochs=epochs, steps=steps,
-                                            batch_size=getattr(train, "batch_size", None),
-                                            samples=getattr(train, "num_samples", None))
-        return fit_loop.fit(self, train, epochs=epochs, initial_epoch=initial_epoch, steps_per_epoch=steps_per_epoch,
-                            callbacks=callback_list, history=history, validation=validation,
-                            validation_steps=validation_steps, validation_freq=validation_freq)
+            val_batch_size = validation_batch_size or batch_size if vy is not None else None
+
+            def validate() -> dict[str, float]:
+                logs = self.evaluate(vx, vy, batch_size=val_batch_size, verbose=0, sample_weight=vw,
+                                     steps=validation_steps, return_dict=True)
+                return {f"val_{key}": value for key, value in logs.items()}  # type: ignore[union-attr]
+
+        return fit_loop.fit(self, runner, state=state, epochs=epochs, callbacks=callback_list, history=history,
+                            validate=validate, validation_freq=validation_freq)
 
     def evaluate(self, x: Any = None, y: Any = None, batch_size: int | None = None, verbose: int | str = "auto",
                  sample_weight: Any = None, steps: int | None = None, callbacks: Sequence[Callback] | None = None,
                  return_dict: bool = False) -> float | list[float] | dict[str, float]:
         """Returns the loss (and metrics) over the data; each example counts exactly once."""
         self._require_compiled()
-        with self._strategy._inline_scope():
-            data = make_adapter(x, y, sample_weight, batch_size=batch_size, shuffle=False, seed=0, strategy=self._strategy)
-            callback_list = CallbackList(callbacks or [], model=self, params={"steps": steps or data.steps})
-            logs = fit_loop.evaluate(self, data, steps=steps, callbacks=callback_list)
+        data = make_adapter(x, y, sample_weight, batch_size=batch_size, shuffle=False, seed=0, strategy=self._strategy,
+                            local=self._runs_locally())
+        callback_list = CallbackList(callbacks or [], model=self, params={"steps": steps or data.steps})
+        logs = fit_loop.evaluate(self, data, steps=steps, callbacks=callback_list)
         if return_dict:
             return logs
         values = list(logs.values())
@@ -188,19 +224,19 @@ class Model:
     def predict(self, x: Any, batch_size: int | None = None, verbose: int | str = "auto", steps: int | None = None,
                 callbacks: Sequence[Callback] | None = None) -> Any:
         """Returns the outputs for every input, in input order, as numpy arrays (on every replica)."""
-        with self._strategy._inline_scope():
-            data = make_adapter(x, None, None, batch_size=batch_size, shuffle=False, seed=0, strategy=self._strategy)
-            callback_list = CallbackList(callbacks or [], model=self, params={"steps": steps or data.steps})
-            return fit_loop.predict(self, data, steps=steps, callbacks=callback_list)
+        data = make_adapter(x, None, None, batch_size=batch_size, shuffle=False, seed=0, strategy=self._strategy,
+                            local=self._runs_locally())
+        callback_list = CallbackList(callbacks or [], model=self, params={"steps": steps or data.steps})
+        return fit_loop.predict(self, data, steps=steps, callbacks=callback_list)
 
     # ---- metrics and weights ------------------------------------------------------
     def reset_metrics(self) -> None:
         if self.compiled_metrics is not None:
             self.compiled_metrics.reset()
 
-    def get_metrics_result(self) -> dict[str, float]:
-        """Loss and metrics over every replica's examples so far (a collective)."""
-        return self._require_compiled().results(self._strategy)
+    def get_metrics_result(self, local: bool = False) -> dict[str, float]:
+        """Loss and metrics over every replica's examples so far (a collective), or this replica's with ``local``."""
+        return self._require_compiled().results(None if local else self._strategy)
 
     def get_weights(self) -> list[np.ndarray]:
         """The module's state (parameters and buffers) as numpy arrays."""
@@ -291,7 +327,15 @@ class Model:
         device = self._strategy.device
         return map_structure(lambda t: t.to(device, non_blocking=True) if isinstance(t, torch.Tensor) else t, value)
 
-    def _callback_list(self, callbacks: Sequence[Callback] | None, history: History, verbose: int | str, **params: Any) -> CallbackList:
+    def _runs_locally(self) -> bool:
+        """Where steps are scheduled elsewhere, evaluate/predict run here over all the data, on current values."""
+        if isinstance(self._strategy, SchedulesSteps):
+            self._strategy.pull_all()
+            return True
+        return False
+
+    def _callback_list(self, callbacks: Sequence[Callback] | None, history: History, verbose: int | str,
+                       state: FitState, **params: Any) -> CallbackList:
         verbose = 1 if verbose == "auto" else int(verbose)
         user = list(callbacks or [])
         # BackupAndRestore goes last: it restores after the others reset themselves in
@@ -303,6 +347,19 @@ class Model:
         if verbose:
             items.append(ProgbarLogger(verbose=verbose))
         items += backups
-        self._callbacks = items
-        return CallbackList(items, model=self, params={**params, "verbose": verbose})
+        state.callbacks = items
+        return CallbackList(items, model=self, params={**params, "verbose": verbose}, fit_state=state)
 
+
+
+def _coordinated_runner(model: Model, x: Any, y: Any, sample_weight: Any, *, batch_size: int | None, shuffle: bool,
+                        steps_per_epoch: int | None) -> CoordinatedRunner:
+    from stratagem.errors import ConfigurationError
+
+    if steps_per_epoch is None or steps_per_epoch < 1:
+        raise ConfigurationError(
+            f"Model.fit with {type(model.distribute_strategy).__name__} needs steps_per_epoch: each worker reads its "
+            "data as an endless stream, so an epoch is a number of steps (as in TensorFlow). Pass steps_per_epoch=N. "
+            f"Received: steps_per_epoch={steps_per_epoch}")
+    stream = worker_stream(x, y, sample_weight, batch_size=batch_size or 32, shuffle=shuffle)
+    return CoordinatedRunner(model, stream, steps_per_epoch=steps_per_epoch)

@@ -271,7 +271,7 @@ def _export(module: nn.Module, spec: InputSpec) -> torch.export.ExportedProgram:
 
 
 def _metadata(model: Model, spec: InputSpec) -> dict[str, Any]:
-    import stratagem
+    from stratagem._version import __version__
     from stratagem.optimizers import TorchOptimizer
 
     compile_config = None
@@ -290,7 +290,7 @@ def _metadata(model: Model, spec: InputSpec) -> dict[str, Any]:
         "name": model.name,
         "input_spec": _encode_spec(spec),
         "compile_config": compile_config,
-        "versions": {"stratagem": stratagem.__version__, "torch": torch.__version__,
+        "versions": {"stratagem": __version__, "torch": torch.__version__,
                      "python": platform.python_version()},
     }
 

@@ -48,7 +48,7 @@ coordinator = stratagem.distribute.ClusterCoordinator(strategy)
 with strategy.scope():
     net = torch.nn.Linear(2, 1)
     module = strategy.distribute_module(net)
-    optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+    optimizer = strategy.distribute_optimizer(torch.optim.SGD(net.parameters(), lr=0.01))
 
 def step():
     optimizer.zero_grad()

@@ -40,13 +40,14 @@ def main() -> None:
     with strategy.scope():
         net = small_cnn()
         module = strategy.distribute_module(net)
-        optimizer = make_optimizer(optimizer_name, net.parameters())
+        # The strategy's optimizer: its step() pushes the gradients to the servers.
+        optimizer = strategy.distribute_optimizer(make_optimizer(optimizer_name, net.parameters()))
 
     def replica_fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         optimizer.zero_grad()
         loss = F.cross_entropy(module(x), y)
         loss.backward()
-        optimizer.step()  # pushes the gradients to the servers
+        optimizer.step()
         return loss.detach()
 
     fail_at = int(os.environ.get("TEST_FAIL_AT", "-1"))

@@ -33,7 +33,7 @@ def main() -> None:
     with strategy.scope():
         net = small_cnn()
         module = strategy.distribute_module(net)
-        optimizer = torch.optim.SGD(net.parameters(), lr=0.05)
+        optimizer = strategy.distribute_optimizer(torch.optim.SGD(net.parameters(), lr=0.05))
     me = (strategy.task_type, strategy.task_id, incarnation)
     ran = {"count": 0, "waited": False}
 

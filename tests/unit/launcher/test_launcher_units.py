@@ -12,7 +12,7 @@ import pytest
 
 from stratagem.launcher import cli, supervisor
 from stratagem.launcher.environment import worker_env
-from stratagem.launcher.error_file import read_error_file
+from stratagem._launched import read_error_file
 
 
 def test_run_arguments_build_a_launch_config() -> None:
@@ -49,7 +49,7 @@ def test_worker_env_names_every_variable_of_the_contract() -> None:
 
 def test_error_file_written_by_uncaught_exception_is_read_back(tmp_path: Path) -> None:
     path = tmp_path / "rank0.json"
-    code = ("from stratagem.launcher.error_file import install_excepthook; install_excepthook(); "
+    code = ("from stratagem._launched import install_excepthook; install_excepthook(); "
             "raise KeyError('missing thing')")
     proc = subprocess.run([sys.executable, "-c", code], env={"STRATAGEM_ERROR_FILE": str(path), "PATH": ""},
                           capture_output=True, text=True, timeout=60)

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import stratagem
+from stratagem.distribute import InputContext
 from stratagem.callbacks import Callback, ProgbarLogger
 from stratagem.errors import ConfigurationError
 from stratagem.models.data_adapter import ArrayAdapter
@@ -103,11 +104,9 @@ def test_fit_before_compile_raises() -> None:
 
 
 def test_global_batch_not_divisible_by_replicas_raises_with_fix() -> None:
-    class FourReplicas:
-        num_replicas_in_sync, replica_id_in_sync_group = 4, 0
-
+    four_replicas = InputContext(num_input_pipelines=4, input_pipeline_id=0, num_replicas_in_sync=4)
     with pytest.raises(ConfigurationError, match=r"Received: global_batch_size=10, num_replicas_in_sync=4. Use a multiple of 4"):
-        ArrayAdapter(_data(), batch_size=10, shuffle=False, seed=0, strategy=FourReplicas())  # type: ignore[arg-type]
+        ArrayAdapter(_data(), batch_size=10, shuffle=False, seed=0, context=four_replicas)
 
 
 def test_mismatched_x_and_y_lengths_raise() -> None:

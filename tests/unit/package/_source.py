@@ -22,6 +22,7 @@ def imported_modules(tree: ast.Module) -> Iterator[str]:
     """Every stratagem module a tree imports, at top level or inside functions."""
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            yield node.module
+            # `from stratagem import x` uses stratagem.x (a submodule or one of its names).
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)

@@ -1,10 +1,16 @@
-"""Per-worker error files: when did each worker's uncaught exception happen?
+"""What a process started by ``stratagem run`` reads from its launcher and leaves for it.
 
-When one worker crashes, its peers fail a moment later in their next
-collective, and their exits can reach the supervisor first. Each launched
-worker therefore records the wall time and summary of its own uncaught
-exception in the file named by ``STRATAGEM_ERROR_FILE``; the supervisor blames
-the worker whose exception came first. The files hold JSON only.
+Below every other layer, so strategies and callbacks can use it without
+importing the launcher:
+
+- ``STRATAGEM_RESTART_COUNT``: how often the launcher restarted the job
+  (``restart_count``; ``BackupAndRestore`` reads it).
+- ``STRATAGEM_ERROR_FILE``: the worker's error file. When one worker crashes,
+  its peers fail a moment later in their next collective, and their exits can
+  reach the supervisor first. Each launched worker therefore records the wall
+  time and summary of its own uncaught exception there (the hook is installed
+  by ``import stratagem`` when the variable is set); the supervisor blames the
+  worker whose exception came first. The files hold JSON only.
 """
 
 from __future__ import annotations
@@ -18,14 +24,18 @@ from types import TracebackType
 from typing import Any
 
 ERROR_FILE_ENV = "STRATAGEM_ERROR_FILE"
+RESTART_COUNT_ENV = "STRATAGEM_RESTART_COUNT"
 
 
-_crashed = False
+def restart_count() -> int:
+    """How often the launcher restarted this job before this start (0 if not launched)."""
+    return int(os.environ.get(RESTART_COUNT_ENV, "0") or 0)
 
 
 def crashed() -> bool:
-    """True once an uncaught exception has reached the excepthook in this process."""
-    return _crashed
+    """True once an uncaught exception has ended the main script (read at exit time)."""
+    # Python sets sys.last_value when it prints an uncaught exception, before atexit runs.
+    return hasattr(sys, "last_value")
 
 
 def install_excepthook() -> None:
@@ -35,8 +45,6 @@ def install_excepthook() -> None:
     previous = sys.excepthook
 
     def hook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
-        global _crashed
-        _crashed = True
         path = os.environ.get(ERROR_FILE_ENV)
         if not path:
             previous(kind, value, tb)

@@ -1,4 +1,4 @@
-"""``DistributedDataset``: what ``experimental_distribute_dataset`` returns.
+"""``DistributedDataset``: what ``experimental_distribute_dataset`` returns (TF's ``input_lib``).
 
 Given a dataset of GLOBAL batches, each replica gets its share of every
 batch. How depends on the auto-shard policy (``Options``) and the pipeline:
@@ -34,6 +34,10 @@ import numpy as np
 import torch
 
 from stratagem._nest import batch_size_of, map_structure
+from stratagem.data.dataset import Dataset
+from stratagem.data.iterator import IterContext
+from stratagem.data.ops.batch import BatchDataset
+from stratagem.data.ops.identity import ForwardingDataset
 from stratagem.distribute.input_context import InputContext, check_global_batch_size, replica_slice
 from stratagem.errors import ConfigurationError
 
@@ -113,8 +117,6 @@ class DistributedIterator:
 
 
 def _make_impl(source: DistributedDataset, epoch: int) -> Any:
-    from stratagem.data.dataset import Dataset
-
     data, ctx, strategy = source._dataset, source._context, source._strategy
     if not isinstance(data, Dataset):
         return _IterableImpl(data, ctx, split=source._split)
@@ -233,8 +235,6 @@ class _PushdownImpl:
     AHEAD = 2
 
     def __init__(self, data: Any, batched: Any, ctx: InputContext, seed: int, epoch: int) -> None:
-        from stratagem.data.iterator import IterContext
-
         self._batched, self._ctx = batched, ctx
         self._iter_ctx = IterContext(seed=seed, epoch=epoch)
         self._index = 0
@@ -269,8 +269,6 @@ class _PushdownImpl:
         return {"global_batch": self._index, "epoch": self._iter_ctx.epoch, "seed": self._iter_ctx.seed}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        from stratagem.data.iterator import IterContext
-
         self.close()
         self._index = int(state["global_batch"])
         self._iter_ctx = IterContext(seed=int(state["seed"]), epoch=int(state["epoch"]))
@@ -321,16 +319,12 @@ class _FileShardImpl(_PerReplicaImpl):
 
 # ---- pipeline rewriting ----------------------------------------------------------
 def _unwrap_passthrough(dataset: Any) -> Any:
-    from stratagem.data.ops.identity import ForwardingDataset
-
     while isinstance(dataset, ForwardingDataset):
         dataset = dataset._parents[0]
     return dataset
 
 
 def _top_batch(dataset: Any) -> Any:
-    from stratagem.data.ops.batch import BatchDataset
-
     node = _unwrap_passthrough(dataset)
     return node if isinstance(node, BatchDataset) and node._parents[0]._length() is not None else None
 
@@ -371,8 +365,6 @@ def shard_files(dataset: Any, num_shards: int, index: int) -> Any:
 
 def rebatch(dataset: Any, num_replicas: int) -> Any:
     """The pipeline with its last ``batch(B)`` replaced by ``batch(B / num_replicas)``."""
-    from stratagem.data.ops.batch import BatchDataset
-
     done: list[Any] = []
 
     def replace(node: Any) -> Any:

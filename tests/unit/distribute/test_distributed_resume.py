@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from stratagem.data import AUTOTUNE, Dataset
-from stratagem.data.distributed import DistributedDataset
+from stratagem.distribute.input_lib import DistributedDataset
 from stratagem.distribute.input_context import InputContext
 
 NUM_ELEMENTS = 203  # not a multiple of the global batch: a short last batch too

@@ -1,0 +1,89 @@
+"""Optional strategy capabilities: small protocols, implemented only by the strategies that have them.
+
+The ``Strategy`` base keeps the tf.distribute surface and six hooks. What only
+some strategies do is declared here and checked with ``isinstance``, so the
+training loop asks "can this strategy do X?" and never "is this strategy Y?":
+
+- ``AppliesUpdates``: the optimizer step is the strategy's (CentralStorage on
+  the chief, ParameterServer on the servers), so a custom loop steps through
+  ``strategy.distribute_optimizer(optimizer)``.
+- ``SchedulesSteps``: ``Model.fit`` hands steps to a ``ClusterCoordinator``
+  instead of running them on this process (ParameterServer).
+- ``HoldsRemoteState``: part of the training state lives outside this process
+  (on parameter servers), so a training checkpoint captures it too.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+
+@runtime_checkable
+class AppliesUpdates(Protocol):
+    """The strategy, not each replica's optimizer, applies the gradients."""
+
+    def wrap_optimizer(self, optimizer: torch.optim.Optimizer) -> Any:
+        """Returns an object with the optimizer's interface whose ``step()`` is this strategy's update."""
+        ...
+
+
+@runtime_checkable
+class SchedulesSteps(Protocol):
+    """Training steps run where a ``ClusterCoordinator`` schedules them; this process holds copies."""
+
+    def pull_all(self) -> None:
+        """Brings this process's copies of the variables up to date (before evaluate, predict, saving)."""
+        ...
+
+
+@runtime_checkable
+class HoldsRemoteState(Protocol):
+    """Training state that lives outside this process and belongs in a training checkpoint."""
+
+    def capture_remote_state(self) -> Any:
+        """That state now, as tensors and plain values; call between steps."""
+        ...
+
+    def restore_remote_state(self, state: Any) -> None:
+        """Puts back what ``capture_remote_state`` returned."""
+        ...
+
+
+class DistributedOptimizer:
+    """A torch optimizer whose ``step()`` is a strategy's update; everything else is the optimizer's.
+
+    Args:
+        optimizer: The torch optimizer over the model's parameters.
+        update: ``update(optimizer)`` applies the gradients the strategy's way.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, update: Any) -> None:
+        self.optimizer = optimizer
+        self._update = update
+
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:
+        return self.optimizer.param_groups
+
+    @property
+    def state(self) -> Any:
+        return self.optimizer.state
+
+    def step(self, closure: Any = None) -> None:
+        if closure is not None:
+            raise ValueError("A distributed optimizer's step takes no closure. Received: a closure")
+        self._update(self.optimizer)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state)
+
+    def __repr__(self) -> str:
+        return f"DistributedOptimizer({type(self.optimizer).__name__})"
