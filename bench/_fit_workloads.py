@@ -14,10 +14,13 @@ script's directory) into each child before it unpickles the worker function.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import socket
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -128,14 +131,26 @@ def compiled_model(optimizer: str) -> stratagem.Model:
     return model
 
 
-def time_fit(x: torch.Tensor, y: torch.Tensor, *, optimizer: str) -> EpochTiming:
-    """Times one ``fit`` epoch on a fresh model, after a warm-up ``fit`` of ``WARMUP_STEPS`` batches."""
+def time_fit(x: torch.Tensor, y: torch.Tensor, *, optimizer: str, verbose: int = 0) -> EpochTiming:
+    """Times one ``fit`` epoch on a fresh model, after a warm-up ``fit`` of ``WARMUP_STEPS`` batches.
+
+    ``verbose=1`` runs the default progress bar, printing to a file (as under a launcher or CI).
+    """
     model = compiled_model(optimizer)
     num_warmup = WARMUP_STEPS * PER_REPLICA_BATCH_SIZE
     model.fit(x[:num_warmup], y[:num_warmup], batch_size=PER_REPLICA_BATCH_SIZE, epochs=1, verbose=0)
-    start = time.perf_counter()
-    history = model.fit(x, y, batch_size=PER_REPLICA_BATCH_SIZE, epochs=1, verbose=0)
-    return EpochTiming(time.perf_counter() - start, history.history["loss"][0], torch.get_num_threads())
+    with _stdout_to_file():
+        start = time.perf_counter()
+        history = model.fit(x, y, batch_size=PER_REPLICA_BATCH_SIZE, epochs=1, verbose=verbose)
+        seconds = time.perf_counter() - start
+    return EpochTiming(seconds, history.history["loss"][0], torch.get_num_threads())
+
+
+@contextlib.contextmanager
+def _stdout_to_file() -> Iterator[None]:
+    """The progress bar's output goes to a file, not to the bench's own report."""
+    with tempfile.TemporaryFile("w+") as sink, contextlib.redirect_stdout(sink):
+        yield
 
 
 def loopback_interface() -> str:
@@ -166,7 +181,13 @@ def _worker_raw_ddp(rank: int, world_size: int, num_images: int, timeout_s: floa
         dist.destroy_process_group()
 
 
-def _worker_stratagem_fit(rank: int, world_size: int, num_images: int, timeout_s: float) -> dict[str, float]:
+def _worker_stratagem_fit_progbar(rank: int, world_size: int, num_images: int, timeout_s: float) -> dict[str, float]:
+    """``_worker_stratagem_fit`` with the default progress bar on (the chief prints to a file)."""
+    return _worker_stratagem_fit(rank, world_size, num_images, timeout_s, verbose=1)
+
+
+def _worker_stratagem_fit(rank: int, world_size: int, num_images: int, timeout_s: float,
+                          verbose: int = 0) -> dict[str, float]:
     """One replica of ``MirroredStrategy`` + ``fit`` with the global batch (RANK etc. come from run_workers)."""
     options = stratagem.distribute.CommunicationOptions(timeout_seconds=timeout_s)
     strategy = stratagem.distribute.MirroredStrategy(num_replicas=world_size, communication_options=options)
@@ -177,15 +198,17 @@ def _worker_stratagem_fit(rank: int, world_size: int, num_images: int, timeout_s
     num_warmup = WARMUP_STEPS * global_batch_size
     model.fit(x[:num_warmup], y[:num_warmup], batch_size=global_batch_size, epochs=1, verbose=0)
     dist.barrier()  # every rank starts the clock together
-    start = time.perf_counter()
-    history = model.fit(x, y, batch_size=global_batch_size, epochs=1, verbose=0)
-    seconds = time.perf_counter() - start
+    with _stdout_to_file():
+        start = time.perf_counter()
+        history = model.fit(x, y, batch_size=global_batch_size, epochs=1, verbose=verbose)
+        seconds = time.perf_counter() - start
     return {"seconds": seconds, "loss": history.history["loss"][0], "num_threads": torch.get_num_threads()}
 
 
 def time_ddp(worker_name: str, num_images: int, *, world_size: int = 2, timeout_s: float) -> EpochTiming:
     """Runs a DDP worker on ``world_size`` gloo processes x 1 thread; the epoch is the slowest rank's."""
-    worker = {"raw_ddp": _worker_raw_ddp, "stratagem_fit": _worker_stratagem_fit}[worker_name]
+    worker = {"raw_ddp": _worker_raw_ddp, "stratagem_fit": _worker_stratagem_fit,
+              "stratagem_fit_progbar": _worker_stratagem_fit_progbar}[worker_name]
     # Same environment for both sides: one thread per process (stratagem keeps
     # OMP_NUM_THREADS when set, instead of splitting the cores itself), and gloo
     # on the loopback interface (stratagem's default for a 127.0.0.1 job).

@@ -74,6 +74,9 @@ GOALS = (
     Goal("single_sgd", "1 process, SGD", "sgd_plain", "sgd_fit", 0.97),
     Goal("single_adam", "1 process, Adam", "adam_plain", "adam_fit", 1.0, info=("adam_plain_fused",)),
     Goal("ddp_sgd", "2 processes x 1 thread, SGD", "ddp_raw", "ddp_fit", 0.95),
+    # What users run: the default progress bar on, printing to a file or pipe.
+    Goal("single_sgd_progbar", "1 process, SGD, progress bar", "sgd_plain", "sgd_fit_progbar", 1.0),
+    Goal("ddp_sgd_progbar", "2 processes x 1 thread, SGD, progress bar", "ddp_raw", "ddp_fit_progbar", 1.0),
 )
 
 Measurement = Callable[[torch.Tensor, torch.Tensor, float], EpochTiming]
@@ -87,6 +90,10 @@ MEASUREMENTS: dict[str, tuple[str, Measurement]] = {
     "ddp_raw": ("torch DDP loop, 2x1 thread", lambda x, y, t: workloads.time_ddp("raw_ddp", x.shape[0], timeout_s=t)),
     "ddp_fit": ("MirroredStrategy fit, 2x1 thread",
                 lambda x, y, t: workloads.time_ddp("stratagem_fit", x.shape[0], timeout_s=t)),
+    "sgd_fit_progbar": ("stratagem fit, sgd, verbose=1",
+                        lambda x, y, t: workloads.time_fit(x, y, optimizer="sgd", verbose=1)),
+    "ddp_fit_progbar": ("MirroredStrategy fit, 2x1, verbose=1",
+                        lambda x, y, t: workloads.time_ddp("stratagem_fit_progbar", x.shape[0], timeout_s=t)),
 }
 
 

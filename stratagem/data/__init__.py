@@ -4,7 +4,8 @@ Splitting a pipeline across replicas lives in ``stratagem.distribute.input_lib``
 this package knows nothing of strategies.
 """
 
-from stratagem.data.dataset import Dataset, TextLineDataset
+from stratagem.data.dataset import Dataset
+from stratagem.data.ops.files import TextLineDataset
 from stratagem.data.image import image_dataset_from_directory
 from stratagem.data.options import (
     AUTOTUNE,

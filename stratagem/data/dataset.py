@@ -280,15 +280,6 @@ class Dataset(abc.ABC):
         return f"{type(self).__name__}{inner}"
 
 
-class TextLineDataset(Dataset):
-    """Lines of one or more text files, without the newline (``tf.data.TextLineDataset``)."""
-
-    def __new__(cls, filenames: str | Sequence[str] | Dataset, compression_type: str | None = None) -> Dataset:  # type: ignore[misc]
-        from stratagem.data.ops.files import text_line_dataset
-
-        return text_line_dataset(filenames, compression_type=compression_type)
-
-
 def _check_positive(name: str, value: int, *, allow_autotune: bool = False) -> None:
     if allow_autotune and value == AUTOTUNE:
         return

@@ -12,7 +12,7 @@ from stratagem.distribute.cluster import (
 from stratagem.distribute.central_storage import CentralStorageStrategy
 from stratagem.distribute.context import get_strategy, has_strategy
 from stratagem.distribute.input_context import InputContext
-from stratagem.distribute.input_lib import DistributedDataset
+from stratagem.distribute.input_lib import DistributedDataset, InputOptions
 from stratagem.distribute.capabilities import AppliesUpdates, DistributedOptimizer, HoldsRemoteState, SchedulesSteps
 from stratagem.distribute.mirrored import MirroredStrategy
 from stratagem.distribute.multi_worker import MultiWorkerMirroredStrategy
@@ -40,7 +40,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "AppliesUpdates", "DistributedDataset", "DistributedOptimizer", "HoldsRemoteState", "SchedulesSteps",
+    "AppliesUpdates", "DistributedDataset", "InputOptions", "DistributedOptimizer", "HoldsRemoteState", "SchedulesSteps",
     "CentralStorageStrategy", "ClusterCoordinator", "ParameterServerStrategy", "PerWorkerValues", "RemoteValue", "ClusterResolver", "ClusterSpec", "CommunicationImplementation", "CommunicationOptions", "FixedShardsPartitioner", "InputContext", "MaxSizePartitioner", "MinSizePartitioner",
     "MirroredStrategy", "MultiWorkerMirroredStrategy", "OneDeviceStrategy", "PerReplica", "ReduceOp",
     "SimpleClusterResolver", "SlurmClusterResolver", "Strategy", "TFConfigClusterResolver",

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import collections
 import copy
+import warnings
+from dataclasses import dataclass
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -40,6 +42,50 @@ from stratagem.data.ops.batch import BatchDataset
 from stratagem.data.ops.identity import ForwardingDataset
 from stratagem.distribute.input_context import InputContext, check_global_batch_size, replica_slice
 from stratagem.errors import ConfigurationError
+
+
+@dataclass(frozen=True)
+class InputOptions:
+    """How a distributed dataset feeds its replica (``tf.distribute.InputOptions``).
+
+    Args:
+        experimental_fetch_to_device: Iterating yields batches already on the
+            replica's device (default True, as in TF; a no-op on the CPU).
+        experimental_replication_mode: ``"PER_WORKER"`` or ``"PER_REPLICA"``; both
+            mean the same here, since every process is one worker and one replica.
+        experimental_place_dataset_on_device: Not supported (the pipeline runs on
+            the host); True raises.
+        experimental_per_replica_buffer_size: Batches prepared ahead; stratagem's
+            look-ahead is its own, so another value is ignored with a warning.
+    """
+
+    experimental_fetch_to_device: bool = True
+    experimental_replication_mode: str = "PER_WORKER"
+    experimental_place_dataset_on_device: bool = False
+    experimental_per_replica_buffer_size: int = 1
+
+
+def check_input_options(options: Any) -> InputOptions:
+    """``options`` validated (None gives the defaults); what cannot be honoured raises or warns."""
+    if options is None:
+        return InputOptions()
+    if not isinstance(options, InputOptions):
+        raise TypeError("options must be a stratagem.distribute.InputOptions (tf.distribute.InputOptions). "
+                        f"Received: options of type {type(options).__name__}")
+    mode = str(getattr(options.experimental_replication_mode, "value", options.experimental_replication_mode)).upper()
+    if mode.rsplit(".", 1)[-1] not in ("PER_WORKER", "PER_REPLICA"):
+        raise ValueError("experimental_replication_mode must be PER_WORKER or PER_REPLICA. "
+                         f"Received: experimental_replication_mode={options.experimental_replication_mode!r}")
+    if options.experimental_place_dataset_on_device:
+        raise ValueError(
+            "experimental_place_dataset_on_device=True is not supported: stratagem runs the input pipeline on the "
+            "host and copies each batch to the device (experimental_fetch_to_device). Leave it False. "
+            "Received: experimental_place_dataset_on_device=True")
+    if options.experimental_per_replica_buffer_size != 1:
+        warnings.warn("InputOptions.experimental_per_replica_buffer_size is ignored: stratagem prepares the next "
+                      "batches ahead on its own. Received: experimental_per_replica_buffer_size="
+                      f"{options.experimental_per_replica_buffer_size}", stacklevel=3)
+    return options
 
 
 class DistributedDataset:
@@ -58,7 +104,8 @@ class DistributedDataset:
     """
 
     def __init__(self, dataset: Iterable[Any], *, input_context: InputContext, split_batches: bool,
-                 strategy: Any = None, seed: int | None = None) -> None:
+                 strategy: Any = None, seed: int | None = None, options: InputOptions | None = None) -> None:
+        self._options = options or InputOptions()
         self._seed = seed
         self._dataset = dataset
         self._context = input_context
@@ -95,7 +142,11 @@ class DistributedIterator:
         return self
 
     def __next__(self) -> Any:
-        return self._impl.next()[0]
+        batch = self._impl.next()[0]
+        device = getattr(self._source._strategy, "device", None)
+        if self._source._options.experimental_fetch_to_device and device is not None and device.type != "cpu":
+            batch = map_structure(lambda t: t.to(device, non_blocking=True) if isinstance(t, torch.Tensor) else t, batch)
+        return batch
 
     def next_with_info(self) -> tuple[Any, int, range]:
         """``(local batch, global batch size, global positions of the local rows)``."""

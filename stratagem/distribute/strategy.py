@@ -19,7 +19,7 @@ from torch import nn
 from stratagem.distribute import context
 from stratagem.distribute.capabilities import AppliesUpdates
 from stratagem.distribute.input_context import InputContext
-from stratagem.distribute.input_lib import DistributedDataset
+from stratagem.distribute.input_lib import DistributedDataset, InputOptions, check_input_options
 from stratagem.distribute.values import PerReplica, ReduceOp, unwrap
 
 T = TypeVar("T")
@@ -129,16 +129,17 @@ class Strategy(abc.ABC):
         buffer[offset : offset + moved.shape[0]] = moved
         return self._all_reduce(buffer, ReduceOp.SUM).movedim(0, axis)
 
-    def experimental_distribute_dataset(self, dataset: Iterable[Any], options: Any | None = None) -> Any:
+    def experimental_distribute_dataset(self, dataset: Iterable[Any], options: InputOptions | None = None) -> Any:
         """Splits each global batch of ``dataset`` into this replica's share.
 
         Every process iterates the same global batches (the ``DATA`` auto-shard
         policy) and keeps its contiguous rows, so each example of a batch goes
         to exactly one replica.
         """
-        return DistributedDataset(dataset, input_context=self._input_context(), split_batches=True, strategy=self)
+        return DistributedDataset(dataset, input_context=self._input_context(), split_batches=True, strategy=self,
+                                  options=check_input_options(options))
 
-    def distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], Iterable[Any]], options: Any | None = None) -> Any:
+    def distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], Iterable[Any]], options: InputOptions | None = None) -> Any:
         """Calls ``dataset_fn(input_context)`` to build this replica's own pipeline.
 
         The function's dataset must already yield per-replica batches; use
@@ -146,7 +147,8 @@ class Strategy(abc.ABC):
         shard by ``input_context.input_pipeline_id``.
         """
         ctx = self._input_context()
-        return DistributedDataset(dataset_fn(ctx), input_context=ctx, split_batches=False, strategy=self)
+        return DistributedDataset(dataset_fn(ctx), input_context=ctx, split_batches=False, strategy=self,
+                                  options=check_input_options(options))
 
     def distribute_module(self, module: nn.Module) -> nn.Module:
         """Returns ``module`` placed on this replica's device with gradients kept in sync.

@@ -1,4 +1,4 @@
-"""File sources: ``ListFilesDataset`` (``Dataset.list_files``) and ``TextLineFileDataset`` (``TextLineDataset``).
+"""File sources: ``ListFilesDataset`` (``Dataset.list_files``) and ``TextLineDataset`` (``TextLineDataset``).
 
 Both know their list of files, so the ``FILE`` auto-shard policy can give
 each worker every N-th file through ``with_files_shard``. Lines are read
@@ -116,13 +116,8 @@ def shard_file_list(files: Sequence[str], num_shards: int, index: int) -> list[s
     return list(files[index::num_shards])
 
 
-def text_line_dataset(filenames: str | Sequence[str] | Dataset, compression_type: str | None = None) -> Dataset:
-    """The lines of ``filenames``; what ``TextLineDataset(...)`` builds."""
-    return TextLineFileDataset(filenames, compression_type=compression_type)
-
-
-class TextLineFileDataset(Dataset):
-    """Lines of text files as bytes scalars, without the line ending; see ``TextLineDataset``.
+class TextLineDataset(Dataset):
+    """Lines of text files as bytes scalars, without the line ending (``tf.data.TextLineDataset``).
 
     Streaming. A line ends at ``\\n`` (a ``\\r`` before it is dropped too); a
     last line without one is still produced. The iterator's state is the
@@ -141,7 +136,7 @@ class TextLineFileDataset(Dataset):
         >>> lines = [line.decode() for line in TextLineDataset(["a.txt", "b.txt"])]
     """
 
-    def __init__(self, filenames: str | os.PathLike[str] | Sequence[str] | Dataset, *,
+    def __init__(self, filenames: str | os.PathLike[str] | Sequence[str] | Dataset,
                  compression_type: str | None = None) -> None:
         if isinstance(filenames, Dataset):
             super().__init__(filenames)
@@ -169,7 +164,7 @@ class TextLineFileDataset(Dataset):
         names = None if self._files is not None else self._parents[0]._make_iterator(ctx)
         return _TextLineIterator(self._files, names, self.compression_type)
 
-    def with_files_shard(self, num_shards: int, index: int) -> TextLineFileDataset:
+    def with_files_shard(self, num_shards: int, index: int) -> TextLineDataset:
         """This dataset over every ``num_shards``-th file, starting at file ``index``.
 
         With a ``Dataset`` of names, a ``list_files`` source is sharded by file
@@ -191,7 +186,7 @@ class TextLineFileDataset(Dataset):
 
     def __str__(self) -> str:
         source = f"{len(self._files)} files" if self._files is not None else str(self._parents[0])
-        return f"TextLineFileDataset({source}, compression_type={self.compression_type!r})"
+        return f"TextLineDataset({source}, compression_type={self.compression_type!r})"
 
 
 class _TextLineIterator(DatasetIterator):

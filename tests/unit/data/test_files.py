@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from stratagem.data import Dataset, TextLineDataset
-from stratagem.data.ops.files import ListFilesDataset, TextLineFileDataset
+from stratagem.data.ops.files import ListFilesDataset
 from stratagem.testing.data import assert_checkpoint_roundtrip
 
 
@@ -83,7 +83,7 @@ def test_list_files_more_shards_than_files_raises_value_error(tmp_path: Path, te
 # ---- TextLineDataset ---------------------------------------------------------------------------------
 def test_text_lines_are_bytes_without_line_endings(text_files: list[str]) -> None:
     ds = TextLineDataset(text_files)
-    assert isinstance(ds, TextLineFileDataset)
+    assert isinstance(ds, TextLineDataset)
     lines = list(ds)
     assert all(isinstance(line, bytes) for line in lines)
     assert lines == [b"a1", b"a2", b"b1", b"", b"b3", b"d1"]
