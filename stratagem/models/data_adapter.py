@@ -19,55 +19,44 @@ import numpy as np
 import torch
 
 from stratagem._nest import batch_size_of, map_structure
-from stratagem.distribute.input_context import InputContext, check_global_batch_size, replica_slice
+from stratagem.data.dataset import Dataset
+from stratagem.distribute.input_context import InputContext, check_global_batch_size
 from stratagem.distribute.input_lib import DistributedDataset, _as_tensor
 from stratagem.distribute.strategy import Strategy
 
 Batch = tuple[Any, int, torch.Tensor]
 
 
-class ArrayAdapter:
-    """In-memory arrays or tensors (and tuples/dicts of them), batched by ``batch_size``."""
+def array_dataset(data: Any, *, batch_size: int, shuffle: bool) -> Dataset:
+    """In-memory arrays or tensors as the pipeline Keras builds for them: slices, shuffle, batch.
 
-    def __init__(self, data: Any, *, batch_size: int, shuffle: bool, seed: int, context: InputContext) -> None:
-        self.data = map_structure(_as_tensor, data)
-        self.num_samples = batch_size_of(self.data)
-        _check_same_length(self.data, self.num_samples)
-        check_global_batch_size(batch_size, context.num_replicas_in_sync)
-        self.batch_size, self.shuffle, self.seed = batch_size, shuffle, seed
-        self.replicas, self.replica_id = context.num_replicas_in_sync, context.input_pipeline_id
-        self.steps = -(-self.num_samples // batch_size)
-        self._position = {"pass": 0, "step": 0}
-
-    def position(self) -> dict[str, Any]:
-        """Where the data stands: the agreed shuffle seed, the pass, batches taken in it."""
-        return {"seed": self.seed, **self._position}
-
-    def restore(self, position: dict[str, Any]) -> None:
-        self.seed = int(position["seed"])
-
-    def epoch(self, epoch: int, resume: dict[str, Any] | None = None) -> Iterator[Batch]:
-        start_step = 0
-        if resume is not None:
-            epoch, start_step = int(resume["pass"]), int(resume["step"])
-        if self.shuffle:
-            # Same seed on every replica (fit agrees on it first), so they all
-            # cut the same global batches and keep disjoint shares of them.
-            generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-            order = torch.randperm(self.num_samples, generator=generator)
-        else:
-            order = torch.arange(self.num_samples)
-        for step, start in enumerate(range(start_step * self.batch_size, self.num_samples, self.batch_size), start_step):
-            rows = order[start : start + self.batch_size]
-            mine = rows[replica_slice(len(rows), self.replicas, self.replica_id)]
-            self._position = {"pass": epoch, "step": step + 1}  # as seen after this batch is consumed
-            yield map_structure(lambda t: t[mine], self.data), len(rows), mine
+    Through the one input engine: a random-access pipeline ending in ``batch``, so
+    each replica gathers only its rows of each global batch (one fancy index),
+    with the engine's seeds (the fit's agreed seed and the epoch) and state.
+    """
+    tensors = map_structure(_as_tensor, data)
+    _check_same_length(tensors, batch_size_of(tensors))
+    dataset = Dataset.from_tensor_slices(tensors)
+    if shuffle:
+        dataset = dataset.shuffle(len(dataset))  # a uniform permutation per epoch: only indices are held
+    return dataset.batch(batch_size)
 
 
-class IterableAdapter:
-    """Any iterable of global batches (``(x, y)`` tuples, a DataLoader, a ``DistributedDataset``)."""
+class DataAdapter:
+    """This replica's batches of a ``fit``/``evaluate``/``predict`` input, through ``DistributedDataset``.
 
-    def __init__(self, data: Iterable[Any], *, seed: int, strategy: Strategy | None) -> None:
+    Args:
+        data: A ``Dataset`` of global batches (arrays become one through
+            ``array_dataset``), any iterable of batches, or a ``DistributedDataset``.
+        seed: Seed of the pipeline's unseeded random ops; the same on every replica.
+        strategy: Splits each global batch among replicas; None: this process reads all.
+        num_samples: Examples per pass, when known (the progress bar shows samples/s).
+        restarts: Arrays: a fit with ``steps_per_epoch`` starts a new, reshuffled pass
+            when one runs out (a dataset warns and stops instead, as in Keras).
+    """
+
+    def __init__(self, data: Iterable[Any], *, seed: int, strategy: Strategy | None, num_samples: int | None = None,
+                 batch_size: int | None = None, restarts: bool = False) -> None:
         if isinstance(data, DistributedDataset):
             self.source = data
         elif strategy is not None:
@@ -76,7 +65,7 @@ class IterableAdapter:
             self.source = DistributedDataset(data, input_context=InputContext(), split_batches=True)
         if self.source._seed is None:
             self.source._seed = seed  # agreed by the caller, so iterating needs no collective
-        self.num_samples: int | None = None
+        self.num_samples, self.batch_size, self.restarts = num_samples, batch_size, restarts
         self._state: dict[str, Any] | None = None
         try:
             length = len(data)  # type: ignore[arg-type]
@@ -116,7 +105,7 @@ BACKGROUND_DEPTH = 2
 class EpochFeeder:
     """Yields each epoch's batches; with ``steps_per_epoch``, one stream across epochs (Keras)."""
 
-    def __init__(self, adapter: ArrayAdapter | IterableAdapter, steps_per_epoch: int | None) -> None:
+    def __init__(self, adapter: DataAdapter, steps_per_epoch: int | None) -> None:
         self.adapter, self.steps = adapter, steps_per_epoch
         self.exhausted = False
         self._passes = 0
@@ -152,7 +141,7 @@ class EpochFeeder:
             return next(self._stream)
         except StopIteration:
             pass
-        if isinstance(self.adapter, ArrayAdapter):
+        if self.adapter.restarts:
             # Arrays start a new, reshuffled pass when one runs out.
             self._passes += 1
             self._stream = self.adapter.epoch(self._passes)
@@ -218,7 +207,7 @@ def _background(items: Iterator[Any], depth: int = BACKGROUND_DEPTH) -> Iterator
 
 
 def make_adapter(x: Any, y: Any, sample_weight: Any, *, batch_size: int | None, shuffle: bool, seed: int,
-                 strategy: Strategy, local: bool = False) -> ArrayAdapter | IterableAdapter:
+                 strategy: Strategy, local: bool = False) -> DataAdapter:
     """Picks the adapter for ``x`` (arrays/tensors, or an iterable of batches).
 
     ``seed`` must be the same on every replica. ``local``: this process alone
@@ -227,10 +216,13 @@ def make_adapter(x: Any, y: Any, sample_weight: Any, *, batch_size: int | None, 
     if _is_array(x) or (isinstance(x, (tuple, list, dict)) and _is_array(_first(x))):
         data = tuple(d for d in (x, y, sample_weight) if d is not None)
         data = data if len(data) > 1 else data[0]
-        context = InputContext() if local else InputContext(
-            num_input_pipelines=strategy.num_replicas_in_sync, input_pipeline_id=strategy.replica_id_in_sync_group,
-            num_replicas_in_sync=strategy.num_replicas_in_sync)
-        return ArrayAdapter(data, batch_size=batch_size or 32, shuffle=shuffle, seed=seed, context=context)
+        batch_size = batch_size or 32
+        if not local:  # raised here, before any step, with the fix
+            check_global_batch_size(batch_size, strategy.num_replicas_in_sync)
+        tensors = map_structure(_as_tensor, data)
+        dataset = array_dataset(tensors, batch_size=batch_size, shuffle=shuffle)
+        return DataAdapter(dataset, seed=seed, strategy=None if local else strategy, batch_size=batch_size,
+                           num_samples=batch_size_of(tensors), restarts=True)
     if y is not None:
         raise ValueError(
             "y must be None when x is an iterable of batches (it yields (x, y) pairs itself). "
@@ -243,7 +235,7 @@ def make_adapter(x: Any, y: Any, sample_weight: Any, *, batch_size: int | None, 
         )
     if not isinstance(x, Iterable):
         raise TypeError(f"x must be arrays, tensors or an iterable of batches. Received: x of type {type(x).__name__}")
-    return IterableAdapter(x, seed=seed, strategy=None if local else strategy)
+    return DataAdapter(x, seed=seed, strategy=None if local else strategy)
 
 
 def unpack(data: Any) -> tuple[Any, Any, Any]:
@@ -306,13 +298,17 @@ def _repeat(make: Callable[[], Any]) -> Iterator[Any]:
 
 
 def _array_batches(x: Any, y: Any, sample_weight: Any, batch_size: int, shuffle: bool, *, seed: int) -> Iterator[Any]:
-    arrays = [np.asarray(a) if not isinstance(a, torch.Tensor) else a.numpy() for a in (x, y, sample_weight) if a is not None]
-    count = len(arrays[0])
+    arrays = tuple(a for a in (x, y, sample_weight) if a is not None)
+    count = batch_size_of(map_structure(_as_tensor, arrays))
     if count < batch_size:
         raise ValueError(f"fit needs at least one full batch: {count} examples, batch_size={batch_size}.")
-    rng = np.random.default_rng(seed)
+    # The engine's pipeline with full batches only (a stream has no last batch), reshuffled each
+    # pass; seeded by the worker's index so workers read different orders.
+    dataset = Dataset.from_tensor_slices(map_structure(_as_tensor, arrays))
+    if shuffle:
+        dataset = dataset.shuffle(count, seed=seed)
+    dataset = dataset.batch(batch_size, drop_remainder=True)
+    epoch = 0
     while True:
-        order = rng.permutation(count) if shuffle else np.arange(count)
-        for start in range(0, count - batch_size + 1, batch_size):  # full batches: a stream has no last batch
-            rows = order[start : start + batch_size]
-            yield tuple(torch.from_numpy(a[rows]) for a in arrays)
+        yield from dataset.iterator(seed=seed, epoch=epoch)
+        epoch += 1

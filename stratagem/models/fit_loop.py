@@ -16,12 +16,9 @@ import torch
 
 from stratagem.callbacks import CallbackList, History
 from stratagem.distribute import context
-from stratagem.models.data_adapter import ArrayAdapter, Batch, IterableAdapter
+from stratagem.models.data_adapter import Batch, DataAdapter
 from stratagem.models.fit_state import FitState
 from stratagem.models.runners import Logs, Validate
-
-Adapter = ArrayAdapter | IterableAdapter
-
 
 def fit(model: Any, runner: Any, *, state: FitState, epochs: int, callbacks: CallbackList, history: History,
         validate: Validate | None, validation_freq: int) -> History:
@@ -42,7 +39,7 @@ def fit(model: Any, runner: Any, *, state: FitState, epochs: int, callbacks: Cal
     return history
 
 
-def evaluate(model: Any, data: Adapter, *, steps: int | None, callbacks: CallbackList | None) -> dict[str, float]:
+def evaluate(model: Any, data: DataAdapter, *, steps: int | None, callbacks: CallbackList | None) -> dict[str, float]:
     model.reset_metrics()
     model.module.eval()
     _call(callbacks, "on_test_begin", None)
@@ -58,7 +55,7 @@ def evaluate(model: Any, data: Adapter, *, steps: int | None, callbacks: Callbac
     return logs
 
 
-def predict(model: Any, data: Adapter, *, steps: int | None, callbacks: CallbackList | None) -> Any:
+def predict(model: Any, data: DataAdapter, *, steps: int | None, callbacks: CallbackList | None) -> Any:
     model.module.eval()
     outputs: list[Any] = []
     positions: list[torch.Tensor] = []

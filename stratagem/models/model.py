@@ -174,9 +174,8 @@ class Model:
             ConfigurationError: If ``batch_size`` does not divide by the replicas.
         """
         self._require_compiled()
-        # The same on every replica, so no collective: the agreed seed, then one derived per later fit.
-        seed = (self._seed if self._fits == 0 else mix_seed(self._seed, self._fits)) if shuffle else 0
         self._fits += 1
+        seed = mix_seed(self._seed, self._fits) if shuffle else 0  # the same on every replica: no collective
         if isinstance(self._strategy, SchedulesSteps):
             feeder, batch_size_param = None, batch_size
             runner: Any = _coordinated_runner(self, x, y, sample_weight, batch_size=batch_size, shuffle=shuffle,

@@ -109,12 +109,15 @@ def _copy_of(saved: Path, tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("kind", ["mlp", "cnn"])
-def test_loaded_model_predicts_exactly_like_the_original(request: pytest.FixtureRequest, kind: str) -> None:
+def test_loaded_model_predicts_like_the_original_to_the_last_bit_of_rounding(request: pytest.FixtureRequest,
+                                                                             kind: str) -> None:
     folder, x, model = request.getfixturevalue(f"saved_{kind}")
     loaded = load_model(folder)
     for batch_size in (None, 7):  # 50 examples: batches of 32 + 18, and 7 * 7 + 1
         expected = model.predict(x, batch_size=batch_size, verbose=0)
-        np.testing.assert_array_equal(loaded.predict(x, batch_size=batch_size), expected)
+        # NOTE: not bit-equal: on a one-row batch the exported program may run another CPU
+        # kernel than eager torch does (seen: 1 ULP, 3e-8, on the same input and weights).
+        np.testing.assert_allclose(loaded.predict(x, batch_size=batch_size), expected, rtol=1e-6, atol=1e-7)
     model.module.eval()
     with torch.no_grad():
         batch = torch.from_numpy(x[:5])

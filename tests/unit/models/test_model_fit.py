@@ -12,10 +12,9 @@ import torch.nn.functional as F
 from torch import nn
 
 import stratagem
-from stratagem.distribute import InputContext
 from stratagem.callbacks import Callback, ProgbarLogger
 from stratagem.errors import ConfigurationError
-from stratagem.models.data_adapter import ArrayAdapter
+from stratagem.models.data_adapter import make_adapter
 
 
 def _net(seed: int = 0) -> nn.Module:
@@ -104,9 +103,11 @@ def test_fit_before_compile_raises() -> None:
 
 
 def test_global_batch_not_divisible_by_replicas_raises_with_fix() -> None:
-    four_replicas = InputContext(num_input_pipelines=4, input_pipeline_id=0, num_replicas_in_sync=4)
+    class FourReplicas:
+        num_replicas_in_sync, replica_id_in_sync_group = 4, 0
+
     with pytest.raises(ConfigurationError, match=r"Received: global_batch_size=10, num_replicas_in_sync=4. Use a multiple of 4"):
-        ArrayAdapter(_data(), batch_size=10, shuffle=False, seed=0, context=four_replicas)
+        make_adapter(*_data(), None, batch_size=10, shuffle=False, seed=0, strategy=FourReplicas())  # type: ignore[arg-type]
 
 
 def test_mismatched_x_and_y_lengths_raise() -> None:
