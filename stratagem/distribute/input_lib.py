@@ -40,6 +40,7 @@ from stratagem.data.dataset import Dataset
 from stratagem.data.iterator import IterContext
 from stratagem.data.ops.batch import BatchDataset
 from stratagem.data.ops.identity import ForwardingDataset
+from stratagem.data.ops.prefetch import PrefetchDataset
 from stratagem.distribute.input_context import InputContext, check_global_batch_size, replica_slice
 from stratagem.errors import ConfigurationError
 
@@ -129,6 +130,18 @@ class DistributedDataset:
 
     def __len__(self) -> int:
         return len(self._dataset)  # type: ignore[arg-type]
+
+    def wants_lookahead(self) -> bool:
+        """Whether producing batches ahead of the consumer pays: the pipeline asked for it.
+
+        True for any pipeline that is not random-access (streaming sources, plain
+        iterables such as a DataLoader) and for one with a ``prefetch`` anywhere.
+        A random-access pipeline without one (in-memory arrays) gathers each batch
+        with one index per component: a second thread would only cost its hand-off.
+        """
+        if not isinstance(self._dataset, Dataset) or self._dataset._length() is None:
+            return True
+        return _contains(self._dataset, PrefetchDataset)
 
 
 class DistributedIterator:
@@ -373,6 +386,10 @@ def _unwrap_passthrough(dataset: Any) -> Any:
     while isinstance(dataset, ForwardingDataset):
         dataset = dataset._parents[0]
     return dataset
+
+
+def _contains(dataset: Any, kind: type) -> bool:
+    return isinstance(dataset, kind) or any(_contains(parent, kind) for parent in dataset._parents)
 
 
 def _top_batch(dataset: Any) -> Any:

@@ -28,7 +28,7 @@ class FitState:
 
     def state(self) -> dict[str, Any]:
         """Epoch, step and data position as plain values (JSON-serialisable)."""
-        data = self.feeder.position() if self.feeder is not None and self.step >= 0 else None
+        data = self.feeder.position() if self.feeder is not None else None
         return {"epoch": self.epoch, "step": self.step, "data": data}
 
     def restore(self, state: dict[str, Any]) -> None:

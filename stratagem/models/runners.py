@@ -18,6 +18,7 @@ when nobody asks for it.
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -168,8 +169,6 @@ class _InputTimer:
     """Measures how long the loop waits for its next batch: an input-bound job shows it here."""
 
     def __init__(self, batches: Iterator[Any]) -> None:
-        import time
-
         self._clock = time.perf_counter
         self._batches = batches
         self._start = self._clock()
