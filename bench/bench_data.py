@@ -119,6 +119,12 @@ GOALS: tuple[RatioGoal | WaitGoal, ...] = (
     RatioGoal("jpeg_folder", "JPEG folder", "strat_jpeg", tuple(f"dl_jpeg_w{w}" for w in WORKER_COUNTS), 1.0,
               info=tuple(f"dl_jpeg_float_w{w}" for w in WORKER_COUNTS)),
     RatioGoal("gil_map", "GIL-bound map", "strat_gil_autotune", ("strat_gil_sequential",), 1.5),
+    # The chain (map AUTOTUNE -> cache -> shuffle(10000) -> batch(64) -> prefetch) against a
+    # DataLoader(num_workers=0) over a per-item Dataset, batch 64: the first epoch fills the cache.
+    RatioGoal("chain_epoch1", "seed chain, epoch 1", "strat_chain_first", ("dl_item64_w0",), 1.2),
+    RatioGoal("chain_cached", "seed chain, cached epoch", "strat_chain_cached", ("dl_item64_w0",), 1.0),
+    RatioGoal("vectorized_chain", "vectorised chain", "strat_seed_vectorized",
+              tuple(f"dl_batch_w{w}" for w in WORKER_COUNTS), 1.0),
     WaitGoal("fit_input_wait", "fit input wait", "fit_steps", 0.02, info=("fit_take", "fit_float64")),
 )
 
@@ -142,6 +148,10 @@ MEASUREMENTS: dict[str, tuple[str, Measurement]] = {
                                    lambda x, y, w=w: workloads.item_loader(x, y, w)) for w in WORKER_COUNTS},
     **{f"dl_batch_w{w}": _seed_side(f"DataLoader per batch, {w} workers",
                                     lambda x, y, w=w: workloads.batch_loader(x, y, w)) for w in WORKER_COUNTS},
+    "strat_chain_first": _seed_side("stratagem chain, epoch 1 (fills cache)", workloads.cached_chain),
+    "strat_chain_cached": ("stratagem chain, cached epoch", lambda inputs: workloads.time_cached_epoch(inputs.x, inputs.y)),
+    "dl_item64_w0": _seed_side("DataLoader per item, batch 64, 0 workers",
+                               lambda x, y: workloads.item_loader(x, y, 0, batch_size=workloads.CHAIN_BATCH_SIZE)),
     "strat_jpeg": _jpeg_side("stratagem image_dataset_from_directory", workloads.jpeg_pipeline),
     **{f"dl_jpeg_w{w}": _jpeg_side(f"DataLoader Pillow, {w} workers",
                                    lambda root, w=w: workloads.jpeg_loader(root, w)) for w in WORKER_COUNTS},

@@ -1,6 +1,10 @@
 """``PrefetchDataset``: a background thread keeps up to ``buffer_size`` elements ready.
 
-With ``AUTOTUNE`` the buffer starts at 2 and grows by one each time the
+With ``AUTOTUNE`` elements are first produced inline, and the thread starts
+only once the consumer's own work between elements is at least a quarter of
+the time spent producing them (measured over windows of 8): a consumer that
+does nothing else gains nothing from a thread and would pay its hand-off.
+Once running, the buffer starts at 2 and grows by one each time the
 consumer finds it empty, up to 64 elements and to what fits the memory budget
 (``Options().autotune.ram_budget`` over the size of one element). The thread
 also records the parent's state after each element, so the iterator's state
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from typing import Any
 
 from stratagem.data._structure import leaves
@@ -21,6 +26,8 @@ from stratagem.data.options import AUTOTUNE
 
 _MAX_AUTOTUNE_BUFFER = 64
 _JOIN_S = 5.0
+_INLINE_WINDOW = 8  # AUTOTUNE: elements measured inline before each decision
+_OVERLAP_WORTH = 0.25  # ... and the consumer/producer time ratio from which a thread pays
 
 
 class PrefetchDataset(ForwardingDataset):
@@ -55,6 +62,13 @@ class PrefetchIterator(DatasetIterator):
         self._last_bytes = 0
         self._state = parent.get_state()
         self._thread: threading.Thread | None = None
+        # AUTOTUNE starts inline and measures: a thread pays only when the consumer does
+        # work between batches that producing could overlap; otherwise its hand-off
+        # (queue, locks, the GIL going back and forth) is pure cost.
+        self._inline = self._autotune
+        self._produce_s = self._consume_s = 0.0
+        self._inline_count = 0
+        self._returned_at: float | None = None
 
     def _start(self) -> None:
         self._stop = threading.Event()
@@ -78,6 +92,8 @@ class PrefetchIterator(DatasetIterator):
                 return
 
     def __next__(self) -> Any:
+        if self._inline:
+            return self._next_inline()
         if self._thread is None:
             self._start()
         if self._autotune and self._queue.empty():
@@ -93,6 +109,22 @@ class PrefetchIterator(DatasetIterator):
         if self._autotune:
             self._last_bytes = element_bytes(payload)
         return payload
+
+    def _next_inline(self) -> Any:
+        now = time.perf_counter()
+        if self._returned_at is not None:
+            self._consume_s += now - self._returned_at
+        element = next(self._parent)  # StopIteration and errors reach the consumer as they are
+        self._state = self._parent.get_state()
+        self._returned_at = time.perf_counter()
+        self._produce_s += self._returned_at - now
+        self._inline_count += 1
+        if self._inline_count % _INLINE_WINDOW == 0:
+            # Look-ahead pays once the consumer's own work is a fair share of the producing.
+            if self._consume_s >= _OVERLAP_WORTH * self._produce_s:
+                self._inline = False
+            self._produce_s = self._consume_s = 0.0
+        return element
 
     def _grow(self) -> None:
         # The consumer is about to wait: one more slot of look-ahead, within the memory budget.

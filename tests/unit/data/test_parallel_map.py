@@ -120,3 +120,36 @@ def test_nondeterministic_map_still_yields_every_element_once() -> None:
 def test_invalid_num_parallel_calls_raises() -> None:
     with pytest.raises(ValueError, match="Received: num_parallel_calls=0"):
         Dataset.range(3).map(gil_heavy, num_parallel_calls=0)
+
+
+def _prefetch_threads() -> int:
+    import threading
+
+    return sum(1 for t in threading.enumerate() if t.name == "stratagem-prefetch" and t.is_alive())
+
+
+def _slow(value: int, seconds: float) -> int:
+    time.sleep(seconds)
+    return value
+
+
+def test_autotune_prefetch_stays_inline_for_a_consumer_that_does_no_work() -> None:
+    before = _prefetch_threads()
+    iterator = iter(Dataset.range(40).map(lambda v: _slow(v, 0.002)).prefetch(AUTOTUNE))
+    seen, started = [], False
+    for value in iterator:  # checked while iterating: a finished thread would no longer count
+        seen.append(int(value))
+        started = started or _prefetch_threads() > before
+    assert seen == list(range(40)) and not started
+
+
+def test_autotune_prefetch_starts_its_thread_when_the_consumer_works_between_elements() -> None:
+    before = _prefetch_threads()
+    iterator = iter(Dataset.range(40).map(lambda v: _slow(v, 0.0005)).prefetch(AUTOTUNE))
+    seen, started = [], False
+    for value in iterator:
+        seen.append(int(value))
+        time.sleep(0.003)  # the training step
+        started = started or _prefetch_threads() > before
+    assert seen == list(range(40)) and started
+    iterator.close()
