@@ -77,7 +77,18 @@ GOALS = (
     # What users run: the default progress bar on, printing to a file or pipe.
     Goal("single_sgd_progbar", "1 process, SGD, progress bar", "sgd_plain", "sgd_fit_progbar", 1.0),
     Goal("ddp_sgd_progbar", "2 processes x 1 thread, SGD, progress bar", "ddp_raw", "ddp_fit_progbar", 1.0),
+    Goal("single_sgd_1t_progbar", "1 process x 1 thread, SGD, progress bar", "sgd_plain_1t", "sgd_fit_1t_progbar", 1.0),
 )
+
+
+def _one_thread(measure: Callable[[], EpochTiming]) -> EpochTiming:
+    """Runs ``measure`` with torch limited to one intra-op thread, then restores the count."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return measure()
+    finally:
+        torch.set_num_threads(threads)
 
 Measurement = Callable[[torch.Tensor, torch.Tensor, float], EpochTiming]
 MEASUREMENTS: dict[str, tuple[str, Measurement]] = {
@@ -90,6 +101,10 @@ MEASUREMENTS: dict[str, tuple[str, Measurement]] = {
     "ddp_raw": ("torch DDP loop, 2x1 thread", lambda x, y, t: workloads.time_ddp("raw_ddp", x.shape[0], timeout_s=t)),
     "ddp_fit": ("MirroredStrategy fit, 2x1 thread",
                 lambda x, y, t: workloads.time_ddp("stratagem_fit", x.shape[0], timeout_s=t)),
+    "sgd_plain_1t": ("torch loop, SGD, 1 thread",
+                     lambda x, y, t: _one_thread(lambda: workloads.time_plain(x, y, optimizer="sgd"))),
+    "sgd_fit_1t_progbar": ("stratagem fit, sgd, 1 thread, verbose=1",
+                           lambda x, y, t: _one_thread(lambda: workloads.time_fit(x, y, optimizer="sgd", verbose=1))),
     "sgd_fit_progbar": ("stratagem fit, sgd, verbose=1",
                         lambda x, y, t: workloads.time_fit(x, y, optimizer="sgd", verbose=1)),
     "ddp_fit_progbar": ("MirroredStrategy fit, 2x1, verbose=1",
