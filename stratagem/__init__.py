@@ -14,10 +14,12 @@ if _os.environ.get(_launched.ERROR_FILE_ENV):
 
 from stratagem import callbacks, checkpoint, data, datasets, distribute, errors, losses, metrics, nn, optimizers, train
 from stratagem.models import Model
+from stratagem import estimator, image, io, lookup, strings
+from stratagem.data.tensor_ops import one_hot
 
 from stratagem._version import __version__
 
 __all__ = [
     "Model", "callbacks", "checkpoint", "data", "datasets", "distribute", "errors", "losses", "metrics", "nn",
-    "optimizers", "train", "__version__",
+    "optimizers", "train", "__version__", "estimator", "image", "io", "lookup", "one_hot", "strings",
 ]

@@ -4,6 +4,7 @@ Splitting a pipeline across replicas lives in ``stratagem.distribute.input_lib``
 this package knows nothing of strategies.
 """
 
+from stratagem.data import experimental
 from stratagem.data.dataset import Dataset
 from stratagem.data.ops.files import TextLineDataset
 from stratagem.data.image import image_dataset_from_directory
@@ -18,5 +19,5 @@ from stratagem.data.seed import set_seed
 
 __all__ = [
     "AUTOTUNE", "AutoShardPolicy", "Dataset", "INFINITE_CARDINALITY", "Options",
-    "TextLineDataset", "UNKNOWN_CARDINALITY", "image_dataset_from_directory", "set_seed",
+    "TextLineDataset", "UNKNOWN_CARDINALITY", "experimental", "image_dataset_from_directory", "set_seed",
 ]

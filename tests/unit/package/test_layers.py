@@ -19,6 +19,7 @@ _LAYERS: list[tuple[str, ...]] = [
     ("stratagem.checkpoint", "stratagem.train"),
     ("stratagem.callbacks",),
     ("stratagem.models",),
+    ("stratagem.estimator",),
     ("stratagem.launcher", "stratagem.testing", "stratagem"),
 ]
 # NOTE: the one upward edge, by design: a script's MirroredStrategy(num_replicas=N) starts

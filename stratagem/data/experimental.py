@@ -1,0 +1,36 @@
+"""``tf.data.experimental``'s fused transformations, for ``dataset.apply``.
+
+TF fused these ops for speed; here each returns the composition of the
+plain ops, which is the same stream of elements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from stratagem.data.dataset import Dataset
+
+
+def shuffle_and_repeat(buffer_size: int, count: int | None = None, seed: int | None = None) -> Callable[[Dataset], Dataset]:
+    """``tf.data.experimental.shuffle_and_repeat``: shuffle, then repeat ``count`` times (forever if None), reshuffling each pass."""
+    return lambda dataset: dataset.shuffle(buffer_size, seed=seed).repeat(count)
+
+
+def map_and_batch(map_func: Callable[..., Any], batch_size: int, num_parallel_batches: int | None = None,
+                  drop_remainder: bool = False, num_parallel_calls: int | None = None) -> Callable[[Dataset], Dataset]:
+    """``tf.data.experimental.map_and_batch``: ``map(map_func)`` then ``batch(batch_size)``.
+
+    Raises:
+        ValueError: If both ``num_parallel_batches`` and ``num_parallel_calls`` are given (TF refuses it too).
+    """
+    if num_parallel_batches is not None and num_parallel_calls is not None:
+        raise ValueError("Pass num_parallel_batches or num_parallel_calls, not both. Received: "
+                         f"num_parallel_batches={num_parallel_batches}, num_parallel_calls={num_parallel_calls}")
+    if num_parallel_batches is not None:
+        num_parallel_calls = num_parallel_batches * batch_size  # TF's reading of num_parallel_batches
+    return lambda dataset: dataset.map(map_func, num_parallel_calls=num_parallel_calls).batch(
+        batch_size, drop_remainder=drop_remainder)
+
+
+__all__ = ["map_and_batch", "shuffle_and_repeat"]
