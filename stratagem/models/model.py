@@ -31,6 +31,8 @@ from stratagem.models.data_adapter import (
     EpochFeeder, check_bounded, make_adapter, split_and_weight, unpack, worker_stream,
 )
 from stratagem.models.fit_state import FitState
+from stratagem.models.keras_compile import from_keras
+from stratagem.models.keras_model import KerasModule, is_keras_layer
 from stratagem.models.runners import CoordinatedRunner, LocalRunner
 
 
@@ -52,6 +54,9 @@ class Model:
     """
 
     def __init__(self, module: nn.Module, *, name: str | None = None) -> None:
+        if is_keras_layer(module):  # a Keras 3 model: its torch view, each weight once (keras_model.py)
+            module = KerasModule(module)
+            name = name or module.keras_model.name
         if not isinstance(module, nn.Module):
             raise TypeError(f"Model wraps a torch.nn.Module. Received: module of type {type(module).__name__}")
         self.module = module
@@ -106,11 +111,15 @@ class Model:
         """
         if context.has_strategy():
             self._strategy = context.get_strategy()
+        optimizer, loss, metrics, weighted_metrics = from_keras(optimizer, loss, metrics, weighted_metrics)
         self.compiled_loss = CompiledLoss(loss) if loss is not None else None
         self.compiled_metrics = CompiledMetrics(list(metrics or []), list(weighted_metrics or []))
         self._train_module = self._strategy.distribute_module(self.module)
         self.optimizer = optimizers_lib.get(optimizer)
-        self._updater = self._strategy.distribute_optimizer(self.optimizer.build(self.module.parameters(), self._strategy.device))
+        # As Keras builds its optimizer over trainable_variables: frozen weights get no optimizer state, and no
+        # strategy's step (CentralStorage fills missing gradients with zeros) can decay them.
+        trainable = (p for p in self.module.parameters() if p.requires_grad)
+        self._updater = self._strategy.distribute_optimizer(self.optimizer.build(trainable, self._strategy.device))
         # NOTE: one small collective here rather than one per fit: every fit's shuffle
         # seed derives from this one, which every replica holds. Drawn from torch's
         # RNG, so torch.manual_seed before compile makes the shuffles reproducible.

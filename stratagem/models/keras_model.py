@@ -1,0 +1,162 @@
+"""A Keras 3 model as the torch module ``Model`` trains: ``KerasModule``, and the backend check.
+
+With ``KERAS_BACKEND=torch`` a Keras 3 model is a ``torch.nn.Module``, but not one a
+strategy can take as it is: its ``state_dict`` lists every weight twice (each layer and
+the model register it), it runs in inference mode unless called with ``training=True``,
+and BatchNormalization's moving statistics are parameters (without gradients) rather
+than buffers, so DDP would never keep them in sync. ``KerasModule`` is the torch view a
+strategy sees: the Keras model's weights, each once, under its Keras path; trainable and
+frozen (``layer.trainable = False``) weights as parameters, and the weights Keras made
+non-trainable (moving statistics) as buffers, handled as torch's BatchNorm buffers are.
+Seed-generator states (Dropout's RNG) stay Keras's own, outside this view, as Keras
+leaves them out of ``model.weights``.
+
+This module never imports Keras: a Keras object can only exist once the user imported it.
+``import stratagem`` sets ``KERAS_BACKEND=torch`` if Keras is not imported yet (see
+``stratagem/__init__.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import Any
+
+import torch
+from torch import nn
+from typing_extensions import override
+
+from stratagem.errors import ConfigurationError
+
+BACKEND_ENV = "KERAS_BACKEND"
+
+
+def imported_keras() -> Any | None:
+    """The ``keras`` module if the program imported it (Keras objects cannot exist otherwise), else None."""
+    return sys.modules.get("keras")
+
+
+def is_keras_layer(value: Any) -> bool:
+    """Whether ``value`` is a Keras layer or model (whatever Keras's backend)."""
+    keras = imported_keras()
+    return keras is not None and isinstance(value, keras.Layer)
+
+
+def check_torch_backend(keras: Any, what: str) -> None:
+    """Raises ``ConfigurationError`` unless Keras runs on the torch backend."""
+    backend = keras.backend.backend()
+    if backend == "torch":
+        return
+    # NOTE: Keras picks its backend once, when it is first imported; it cannot change afterwards.
+    raise ConfigurationError(
+        f"stratagem trains Keras 3 models on Keras's torch backend (a Keras model is then a torch.nn.Module), but "
+        f"Keras was imported with the {backend!r} backend, so {what} cannot train here. Keras reads {BACKEND_ENV} "
+        f"once, when first imported: set {BACKEND_ENV}=torch in the environment, or `import stratagem` before "
+        f"`import keras` (stratagem sets it then). Received: keras.backend.backend()={backend!r}, "
+        f"{BACKEND_ENV}={os.environ.get(BACKEND_ENV)!r}"
+    )
+
+
+class KerasModule(nn.Module):
+    """A built Keras 3 model (torch backend) as a torch module, each weight once.
+
+    ``forward`` calls the Keras model with ``training`` set from torch's mode
+    (``module.train()`` / ``module.eval()``), so Dropout and BatchNormalization
+    train under ``fit`` and infer under ``evaluate`` and ``predict``. Parameters
+    and buffers are the Keras variables' own tensors: training them trains the
+    Keras model, and ``keras_model`` stays usable on its own.
+
+    Args:
+        keras_model: A built Keras model or layer (its weights exist).
+
+    Raises:
+        ConfigurationError: If Keras is not on the torch backend.
+        ValueError: If the model has no weights yet (not built).
+    """
+
+    def __init__(self, keras_model: Any) -> None:
+        super().__init__()
+        keras = imported_keras()
+        check_torch_backend(keras, f"{type(keras_model).__name__} {keras_model.name!r}")
+        if not keras_model.built or not keras_model.weights:
+            raise ValueError(
+                f"This Keras model has no weights yet: it builds them on its first call (a subclassed model, or a "
+                f"Sequential without keras.Input), and a strategy needs them before training to keep replicas in "
+                f"sync. Build it before wrapping: `keras_model.build((None, *input_shape))`, call it on a batch, or "
+                f"start a Sequential with keras.Input(shape). Received: {keras_model.name!r} "
+                f"(built={keras_model.built}, {len(keras_model.weights)} weights)"
+            )
+        # NOTE: kept out of torch's registry (object.__setattr__): registered, the Keras model's own
+        # duplicate parameters would appear next to the ones below.
+        object.__setattr__(self, "keras_model", keras_model)
+        born_non_trainable = {id(v) for layer in keras_model._flatten_layers() for v in layer._non_trainable_variables}
+        # (holder module, attribute name, variable) of each buffer, for _apply.
+        self._buffer_variables: list[tuple[nn.Module, str, Any]] = []
+        owners = _owners(self, keras_model)
+        for variable in keras_model.weights:
+            tensor = variable.value
+            if not isinstance(tensor, nn.Parameter):
+                raise TypeError(f"Keras variable {variable.path!r} holds no torch Parameter. Received: {type(tensor)}")
+            holder = owners[id(variable)]
+            name = _free_name(holder, variable.name)
+            if id(variable) in born_non_trainable:
+                # Moving statistics: synced like torch's BatchNorm buffers (DDP broadcasts them from the
+                # chief before each forward; parameter-server workers keep their own).
+                holder.register_buffer(name, tensor)
+                self._buffer_variables.append((holder, name, variable))
+            else:
+                holder.register_parameter(name, tensor)  # frozen layers: requires_grad=False, as Keras sets
+
+    def forward(self, inputs: Any) -> Any:
+        return self.keras_model(inputs, training=self.training)
+
+    @override
+    def _apply(self, fn: Any, recurse: bool = True) -> KerasModule:
+        super()._apply(fn, recurse)
+        # torch moves a buffer by replacing it with a new tensor (parameters are moved in place), but Keras
+        # reads its variable's own tensor: put the moved values into that tensor and keep it registered.
+        for holder, name, variable in self._buffer_variables:
+            tensor = variable.value
+            if holder._buffers[name] is not tensor:
+                tensor.data = holder._buffers[name]
+                holder._buffers[name] = tensor
+        return self
+
+    def extra_repr(self) -> str:
+        return f"keras_model={self.keras_model.name!r}"
+
+
+def _owners(root: nn.Module, keras_model: Any) -> dict[int, nn.Module]:
+    """For each variable (by id), a torch module for its layer, added to ``root`` under a name builds agree on.
+
+    Keras numbers auto-named layers across the whole process (``dense_3`` if three Dense
+    layers were made before), so its paths would change between two builds of the same
+    model and a checkpoint would not load. As Keras's weights files do, each layer is named
+    by its class and its place among the model's layers of that class (``conv2d``,
+    ``dense_1``); ``state_dict`` keys read ``conv2d.kernel``, ``dense_1.bias``.
+    """
+    owners: dict[int, nn.Module] = {}
+    counts: dict[str, int] = {}
+    for layer in keras_model._flatten_layers(include_self=True, recursive=True):
+        # Keras's snake case of a class name: Conv2D -> conv2d, BatchNormalization -> batch_normalization.
+        kind = re.sub(r"([a-z])([A-Z])", r"\1_\2", re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", type(layer).__name__)).lower()
+        number = counts.get(kind, 0)
+        counts[kind] = number + 1
+        own = [*layer._trainable_variables, *layer._non_trainable_variables]
+        if not own:
+            continue
+        holder = nn.Module()
+        root.add_module(_free_name(root, kind if number == 0 else f"{kind}_{number}"), holder)
+        for variable in own:
+            owners.setdefault(id(variable), holder)
+    return owners
+
+
+def _free_name(module: nn.Module, name: str) -> str:
+    """``name`` as an attribute of ``module`` that is not taken (torch names hold no dots)."""
+    base = re.sub(r"\W", "_", name)
+    candidate, repeat = base, 1
+    while hasattr(module, candidate):
+        candidate, repeat = f"{base}_{repeat}", repeat + 1
+    return candidate
