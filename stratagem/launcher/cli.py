@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
+from collections.abc import Callable
 
 from stratagem.errors import ConfigurationError, WorkerFailedError
 from stratagem.launcher import ps_job, supervisor
@@ -32,12 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
     ps.add_argument("--ps", type=int, default=None, metavar="P", help="parameter servers to start (no script needed)")
     ps.add_argument("--workers", type=int, default=None, metavar="W", help="workers to start besides the chief")
     behaviour = run.add_argument_group("behaviour")
-    behaviour.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+    behaviour.add_argument("--timeout", type=_seconds(positive=True), default=None, metavar="SECONDS",
                            help="rendezvous and collective timeout for the workers (default 300)")
     behaviour.add_argument("--max-restarts", type=int, default=0, metavar="K",
                            help="restart all workers up to K times when one fails (with BackupAndRestore the job resumes); "
                            "with --ps, restart each failed worker alone, up to K times")
-    behaviour.add_argument("--grace-period", type=float, default=5.0, metavar="SECONDS",
+    behaviour.add_argument("--grace-period", type=_seconds(positive=False), default=5.0, metavar="SECONDS",
                            help="time stopped workers get before SIGKILL (default 5); with --ps, workers get at least "
                            "30 s to end after the chief")
     target = run.add_argument_group("what to run")
@@ -45,6 +47,19 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the target is a module name, run as python -m MODULE")
     target.add_argument("script_and_args", nargs=argparse.REMAINDER, help="the script and its arguments")
     return parser
+
+
+def _seconds(*, positive: bool) -> Callable[[str], float]:
+    """An argparse type: a finite number of seconds, > 0 or >= 0; argparse names the flag in its error."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+        if not math.isfinite(value) or value < 0 or (positive and value == 0):
+            raise argparse.ArgumentTypeError(f"must be {'> 0' if positive else '>= 0'} seconds, got {text!r}")
+        return value
+    return parse
 
 
 def config_from_args(args: argparse.Namespace) -> supervisor.LaunchConfig | ps_job.PSJobConfig:
@@ -94,10 +109,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if isinstance(config, ps_job.PSJobConfig):
             return ps_job.run(config)
-        return supervisor.run(config)
+        code = supervisor.run(config)
     except WorkerFailedError as err:
         print(f"stratagem: {err}", file=sys.stderr, flush=True)
         return err.exit_code
+    if code == 130:
+        # Stopped by a signal, every worker gone: skip the interpreter's teardown of torch
+        # (seconds on a loaded host), so the job is over when its processes are.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import socket
 
+from stratagem.errors import ConfigurationError
+
 
 def find_free_port(host: str = "127.0.0.1") -> int:
     """Returns a TCP port that was free on ``host`` a moment ago.
@@ -24,8 +26,24 @@ def find_free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     sockets = [socket.socket(family, socket.SOCK_STREAM) for _ in range(count)]
     try:
         for sock in sockets:
-            sock.bind((host, 0))
+            try:
+                sock.bind((host, 0))
+            except socket.gaierror:
+                check_resolvable(host)  # raises the error that names the flag
+                raise
         return [int(sock.getsockname()[1]) for sock in sockets]
     finally:
         for sock in sockets:
             sock.close()
+
+
+def check_resolvable(host: str, *, flag: str = "--master-addr") -> None:
+    """Raises ``ConfigurationError`` naming ``flag`` unless ``host`` resolves to an address."""
+    try:
+        socket.getaddrinfo(host, None)
+    except (socket.gaierror, UnicodeError) as err:
+        reason = err.strerror if isinstance(err, socket.gaierror) else str(err)
+        raise ConfigurationError(
+            f"{flag} {host!r} does not resolve to an address ({reason}), so no worker could reach the "
+            f"rendezvous. Pass an IP address or a host name this machine resolves. Received: {flag}={host!r}"
+        ) from err

@@ -29,7 +29,7 @@ from stratagem._process import die_with_parent
 from stratagem.errors import WorkerFailedError
 from stratagem.launcher.environment import RESTART_COUNT_ENV, local_tf_configs, threads_per_process, worker_env
 from stratagem._launched import ERROR_FILE_ENV, read_error_file
-from stratagem.launcher.ports import find_free_port
+from stratagem.launcher.ports import check_resolvable, find_free_port
 
 TAIL_LINES = 20
 logger = logging.getLogger(__name__)
@@ -67,6 +67,12 @@ class LaunchConfig:
             raise ValueError(f"num_processes must be at least 1. Received: num_processes={self.num_processes}")
         if self.max_restarts < 0:
             raise ValueError(f"max_restarts must be >= 0. Received: max_restarts={self.max_restarts}")
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise ValueError(f"timeout_s (--timeout) must be a positive number of seconds. Received: timeout_s={self.timeout_s}")
+        if not self.grace_period_s >= 0:
+            raise ValueError("grace_period_s (--grace-period) must be >= 0 seconds. "
+                             f"Received: grace_period_s={self.grace_period_s}")
+        check_resolvable(self.master_addr)
         if not 0 <= self.node_rank < self.nnodes:
             raise ValueError(f"node_rank must be in [0, {self.nnodes}). Received: node_rank={self.node_rank}")
         if self.nnodes > 1 and self.master_port is None:
@@ -99,7 +105,11 @@ def run(config: LaunchConfig) -> int:
             logger.warning("%s", err)
             print(f"stratagem: worker rank {err.rank} failed (exit code {err.exit_code}); restarting all workers "
                   f"in {backoff:g}s (restart {attempt + 1} of {config.max_restarts})", file=sys.stderr, flush=True)
-            time.sleep(backoff)
+            with stop_on_signals() as stop:  # Ctrl-C during the backoff ends the job like Ctrl-C during a run
+                if stop.wait(backoff):
+                    print("stratagem: stopped during the restart backoff; no worker is running", file=sys.stderr,
+                          flush=True)
+                    return 130
     raise AssertionError("unreachable: the loop returns or raises")
 
 

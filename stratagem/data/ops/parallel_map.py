@@ -40,6 +40,8 @@ import os
 import pickle
 import queue
 import signal
+import socket
+import stat
 import threading
 import time
 import traceback
@@ -59,6 +61,7 @@ CHUNK_S = 5e-3  # work per task: round trips through a pipe cost about 1 ms
 CALIBRATION_CALLS = 4
 _POLL_S = 0.1
 _MAX_WINDOW_PER_WORKER = 4
+_ORPHAN_POLL_S = 0.1
 
 
 class MapFunctionError(RuntimeError):
@@ -114,8 +117,8 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._done: dict[int, tuple[str, Any]] = {}
         self._forgotten: set[int] = set()
-        self.processes = [context.Process(target=_worker_main, args=(dataset, self._tasks, self._results), daemon=True)
-                          for _ in range(num_workers)]
+        args = (dataset, self._tasks, self._results, os.getpid())
+        self.processes = [context.Process(target=_worker_main, args=args, daemon=True) for _ in range(num_workers)]
         for process in self.processes:
             process.start()
 
@@ -333,10 +336,15 @@ class ParallelMapIterator(DatasetIterator):
             parent.close()
 
 
-def _worker_main(dataset: Any, tasks: Any, results: Any) -> None:
-    # NOTE: not PR_SET_PDEATHSIG: it fires when the forking *thread* ends, and a
-    # pool may be forked from a prefetch thread. Watching the parent pid instead.
-    parent_pid = os.getppid()
+def _worker_main(dataset: Any, tasks: Any, results: Any, parent_pid: int) -> None:
+    _close_listening_sockets()
+    # NOTE: a watchdog, not PR_SET_PDEATHSIG: that fires when the forking *thread*
+    # ends, and a pool may be forked from a prefetch thread. Whatever ends the
+    # consumer (SIGKILL included), its workers follow within _ORPHAN_POLL_S.
+    threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True).start()
+    # A result bigger than the pipe holds leaves the queue's feeder thread blocked
+    # in write() once the consumer is gone; exiting must not wait for it.
+    results.cancel_join_thread()
     torch.set_num_threads(1)  # the workers together, not each, use the cores
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the consumer's to handle
     parent, fn = dataset._parents[0], dataset._fn
@@ -344,8 +352,6 @@ def _worker_main(dataset: Any, tasks: Any, results: Any) -> None:
         try:
             task = tasks.get(timeout=1.0)
         except queue.Empty:
-            if os.getppid() != parent_pid:  # the consumer process is gone
-                return
             continue
         if task is None:
             return
@@ -360,6 +366,40 @@ def _worker_main(dataset: Any, tasks: Any, results: Any) -> None:
         except BaseException as err:  # reported to the consumer, which stops every worker
             cause = _picklable(err.__cause__) if err.__cause__ is not None else None
             results.put((key, "error", (_picklable(err), cause, f"{type(err).__name__}: {err}\n{traceback.format_exc()}")))
+
+
+def _exit_when_orphaned(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(_ORPHAN_POLL_S)
+    os._exit(0)  # no clean-up: nobody is left to receive results
+
+
+def _close_listening_sockets() -> None:
+    """Closes this forked worker's copies of the parent's listening sockets (Linux; elsewhere a no-op).
+
+    Why: a fork inherits every descriptor, so a worker would keep the job's
+    rendezvous and gloo ports bound after its replica died, and a relaunch on
+    the same port would fail with "Address already in use". Workers talk to
+    the consumer through pipes only; other descriptors (files a pipeline
+    reads) stay open.
+    """
+    if not os.path.isdir("/proc/self/fd"):
+        return
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        try:
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                continue
+            sock = socket.socket(fileno=fd)
+        except OSError:
+            continue
+        try:
+            listening = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+        except OSError:
+            listening = 0
+        sock.detach()  # the descriptor is closed below, or left as it was
+        if listening:
+            os.close(fd)
 
 
 class _TensorLeaf:
