@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from stratagem.distribute import job_secret
 from stratagem.errors import CollectiveTimeoutError
 
 _JOIN_KEY = "stratagem/joined/{rank}"
@@ -38,6 +39,8 @@ def init_process_group(
         # which may face the network; a loopback job must stay on loopback.
         os.environ.setdefault("GLOO_SOCKET_IFNAME", _loopback_interface())
     store = _connect_store(rank=rank, master_addr=master_addr, master_port=master_port, timeout_s=timeout_s)
+    # The job's keys live under a prefix only holders of the job's secret can name (job_secret).
+    store = dist.PrefixStore(job_secret.store_prefix(master_addr), store)
     _wait_for_ranks(store, rank=rank, world_size=world_size, timeout_s=timeout_s)
     device_id = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else None
     dist.init_process_group(

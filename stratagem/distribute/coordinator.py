@@ -93,10 +93,11 @@ class ClusterCoordinator:
         if strategy.task_type == CHIEF:
             self._service = coordination.CoordinatorService(
                 strategy.chief_address, num_workers=strategy.num_workers, step_base=_next_step_id(strategy),
-                worker_timeout_s=strategy.worker_timeout_s)
+                worker_timeout_s=strategy.worker_timeout_s, credentials=strategy.credentials)
         else:
             self._client = coordination_client.CoordinatorClient(strategy.chief_address, strategy.task_id,
-                                                                 timeout_s=self._timeout_s)
+                                                                 timeout_s=self._timeout_s,
+                                                                 credentials=strategy.credentials)
         strategy.cluster_coordinator = self
         _at_exit(self._close)
 

@@ -22,6 +22,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from stratagem.distribute import job_secret
 from stratagem.distribute.cluster import CHIEF, PS, WORKER
 from stratagem.errors import ConfigurationError, WorkerFailedError
 from stratagem.launcher.environment import ps_cluster_configs, ps_task_env
@@ -97,13 +98,15 @@ def run(config: PSJobConfig) -> int:
             chief ran; every other task has been stopped by then.
     """
     configs = ps_cluster_configs(config.num_workers, config.num_ps, host=config.host)
+    # Every task of the job, restarted workers too, proves the same secret to the servers and the chief.
+    job_env = job_secret.env_for_job(os.environ, generate_if_missing=True)
     tasks = [_Task(kind, index, tf_config) for (kind, index), tf_config in configs.items()]  # chief, workers, servers
     with tempfile.TemporaryDirectory(prefix="stratagem-errors-") as error_dir, stop_on_signals() as stop:
         try:
             # Servers first: the chief creates its variables on them as soon as it starts.
             for task in sorted(tasks, key=lambda t: t.kind != PS):
-                _start(task, config, error_dir)
-            failed = _watch(tasks, config, error_dir, stop)
+                _start(task, config, error_dir, job_env)
+            failed = _watch(tasks, config, error_dir, stop, job_env)
             if failed is None and not stop.is_set():
                 _wait_for_workers(tasks, stop, max(config.grace_period_s, WORKER_EXIT_WAIT_S))
         finally:
@@ -133,8 +136,8 @@ def command_for_this_task(command: tuple[str, ...], environ: Mapping[str, str]) 
     return SERVER_COMMAND
 
 
-def _start(task: _Task, config: PSJobConfig, error_dir: str) -> None:
-    env = dict(os.environ) | ps_task_env(tf_config=task.tf_config, restart_count=task.restarts,
+def _start(task: _Task, config: PSJobConfig, error_dir: str, job_env: dict[str, str]) -> None:
+    env = dict(os.environ) | job_env | ps_task_env(tf_config=task.tf_config, restart_count=task.restarts,
                                          timeout_s=config.timeout_s)
     command = SERVER_COMMAND if task.kind == PS else config.command
     # One error file per start: a restarted worker must not inherit its last crash.
@@ -143,7 +146,8 @@ def _start(task: _Task, config: PSJobConfig, error_dir: str) -> None:
     task.worker = spawn(command, env, rank=ordinal, label=task.name, error_file=error_file)
 
 
-def _watch(tasks: list[_Task], config: PSJobConfig, error_dir: str, stop: threading.Event) -> _Task | None:
+def _watch(tasks: list[_Task], config: PSJobConfig, error_dir: str, stop: threading.Event,
+           job_env: dict[str, str]) -> _Task | None:
     """Waits until the chief exits 0 (returns None), the chief or a server fails (returns it), or stop is set."""
     chief = tasks[0]
     while not stop.is_set():
@@ -157,17 +161,17 @@ def _watch(tasks: list[_Task], config: PSJobConfig, error_dir: str, stop: thread
             return chief
         for task in tasks:
             if task.kind == WORKER:
-                _look_after_worker(task, config, error_dir)
+                _look_after_worker(task, config, error_dir, job_env)
         stop.wait(0.05)
     return None
 
 
-def _look_after_worker(task: _Task, config: PSJobConfig, error_dir: str) -> None:
+def _look_after_worker(task: _Task, config: PSJobConfig, error_dir: str, job_env: dict[str, str]) -> None:
     """Restarts a dead worker alone when its backoff is over; the chief requeues the steps it held."""
     if task.restart_at is not None:
         if time.monotonic() >= task.restart_at:
             task.restart_at = None
-            _start(task, config, error_dir)
+            _start(task, config, error_dir, job_env)
         return
     code = task.exit_code()
     if task.down or code is None or code == 0:

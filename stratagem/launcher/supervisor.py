@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from stratagem._process import die_with_parent
+from stratagem.distribute import job_secret
 from stratagem.errors import WorkerFailedError
 from stratagem.launcher.environment import RESTART_COUNT_ENV, local_tf_configs, threads_per_process, worker_env
 from stratagem._launched import ERROR_FILE_ENV, read_error_file
@@ -165,7 +166,11 @@ class Worker:
 
 
 def _start_workers(config: LaunchConfig, error_dir: str, attempt: int) -> list[Worker]:
-    base_env = dict(os.environ) | {RESTART_COUNT_ENV: str(attempt)}
+    # NOTE: one host: every process is ours, so the job gets a fresh secret; a multi-host job
+    # uses the one the user gave every host (job_secret).
+    one_host = config.num_processes is not None and config.nnodes == 1
+    base_env = dict(os.environ) | {RESTART_COUNT_ENV: str(attempt)} | job_secret.env_for_job(
+        os.environ, generate_if_missing=one_host)
     if config.num_processes is None:
         return [spawn(config.command, base_env, rank=0, label="worker", error_file=os.path.join(error_dir, "rank0.json"))]
     port = config.master_port or find_free_port(config.master_addr)

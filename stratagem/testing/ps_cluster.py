@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from stratagem.distribute import job_secret
 from stratagem.launcher.environment import ps_cluster_configs
 from stratagem.launcher.supervisor import stop_processes
 
@@ -25,7 +26,8 @@ class LocalPSCluster:
     Args:
         script: Path of the training script (run by the chief and the workers).
         num_workers, num_ps: Task counts.
-        env: Extra environment for every process.
+        env: Extra environment for every process. Without ``STRATAGEM_JOB_SECRET`` in it the
+            job gets a fresh secret, as under ``stratagem run`` (``""``: no secret).
         log_dir: Where each process's combined output goes (``chief.log``, ``worker0.log``...).
     """
 
@@ -33,8 +35,11 @@ class LocalPSCluster:
                  env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> None:
         self.script, self.args, self.log_dir = str(script), args, log_dir
         self.configs = ps_cluster_configs(num_workers, num_ps)
+        env = env or {}
+        secret = {} if job_secret.SECRET_ENV in env or job_secret.SECRET_FILE_ENV in env else {
+            job_secret.SECRET_ENV: job_secret.generate()}
         self.env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-                    "PYTHONUNBUFFERED": "1", **(env or {})}
+                    "PYTHONUNBUFFERED": "1", **secret, **env}
         self.processes: dict[tuple[str, int], subprocess.Popen] = {}
         self.restarts: dict[tuple[str, int], int] = {}
         for index in range(num_ps):

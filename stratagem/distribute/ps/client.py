@@ -18,6 +18,7 @@ import grpc
 import torch
 
 from stratagem.distribute.ps import rpc, wire
+from stratagem.distribute.ps.auth import Credentials
 from stratagem.distribute.ps.partitioners import shard_rows
 from stratagem.distribute.ps.server import METHODS, SERVICE
 from stratagem.errors import ParameterServerError
@@ -26,12 +27,13 @@ Message = tuple[dict[str, torch.Tensor], dict[str, Any]]
 
 
 class PSClient:
-    """Talks to one parameter server; every call waits at most ``timeout_s``."""
+    """Talks to one parameter server; every call waits at most ``timeout_s`` and proves ``credentials``' key."""
 
-    def __init__(self, address: str, *, timeout_s: float = 30.0, name: str | None = None) -> None:
+    def __init__(self, address: str, *, timeout_s: float = 30.0, name: str | None = None,
+                 credentials: Credentials | None = None) -> None:
         self.address, self.timeout_s = address, timeout_s
         self.name = name or address
-        self._channel, self._methods = rpc.connect(address, SERVICE, METHODS)
+        self._channel, self._methods = rpc.connect(address, SERVICE, METHODS, credentials)
         # Until the server first answers, calls wait for it to come up (tasks
         # start in any order); after that, a server that is gone fails fast.
         self._answered = False

@@ -13,6 +13,12 @@ is declared dead and the closures it held go back to the front of the queue.
 A worker that registers again (restarted) gets its old closures requeued at
 once. The first report of a closure wins; the parameter servers refuse a
 second push of the same step, so a re-run step is applied once.
+
+Who may talk: every call must prove the job's secret (``auth``, checked
+before decoding). Beyond that, only a registered worker (``Hello``, then
+the same incarnation) may poll or report, and only for a closure that was
+handed to it: anything else is refused ``FAILED_PRECONDITION`` and cannot
+complete a step, ``join`` or ``fetch``.
 """
 
 from __future__ import annotations
@@ -24,7 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+import grpc
+
 from stratagem.distribute.ps import rpc, wire
+from stratagem.distribute.ps.auth import Credentials
 from stratagem.errors import CoordinatorError
 
 SERVICE = "stratagem.Coordinator"
@@ -47,6 +56,7 @@ class _State:
     functions: list[str] = field(default_factory=list)  # qualname of closure n, to catch diverged replays
     queue: collections.deque = field(default_factory=collections.deque)
     in_flight: dict[int, tuple[int, str]] = field(default_factory=dict)
+    handed: dict[int, set[tuple[int, str]]] = field(default_factory=dict)  # every (worker, incarnation) given n
     results: dict[int, bytes] = field(default_factory=dict)
     ran_by: dict[int, tuple[int, str]] = field(default_factory=dict)
     joins: int = 0
@@ -60,13 +70,15 @@ class _State:
 class CoordinatorService:
     """Runs on the chief: the closure queue, the workers' liveness, and the answers they replay."""
 
-    def __init__(self, address: str, *, num_workers: int, step_base: int, worker_timeout_s: float) -> None:
+    def __init__(self, address: str, *, num_workers: int, step_base: int, worker_timeout_s: float,
+                 credentials: Credentials | None = None) -> None:
         self.num_workers, self.step_base, self.worker_timeout_s = num_workers, step_base, worker_timeout_s
         self._state = _State()
         self._cond = threading.Condition()
         handlers = {name: getattr(self, f"_{name.lower()}") for name in METHODS}
-        self._server, _ = rpc.start_server(address, SERVICE, handlers, max_workers=max(8, 2 * num_workers + 4),
-                                           what="The chief's coordination service")
+        self._server, _, self._guard = rpc.start_server(
+            address, SERVICE, handlers, max_workers=max(8, 2 * num_workers + 4),
+            what="The chief's coordination service", credentials=credentials)
         self.address = address
         self._server.start()
         self._stop = threading.Event()
@@ -113,7 +125,8 @@ class CoordinatorService:
         with self._cond:
             return {"workers": {i: {"alive": w.alive, "incarnation": w.incarnation, "closures_run": w.closures_run}
                                 for i, w in self._state.workers.items()},
-                    "ran_by": dict(self._state.ran_by), "scheduled": len(self._state.functions)}
+                    "ran_by": dict(self._state.ran_by), "scheduled": len(self._state.functions),
+                    "unauthenticated_refused": self._guard.refused}
 
     def shutdown(self, grace_s: float) -> None:
         """Lets the workers finish replaying (answers stay available), then stops serving."""
@@ -176,9 +189,14 @@ class CoordinatorService:
     def _report(self, request: bytes, context: Any) -> bytes:
         tensors, meta, worker, incarnation = self._identity(request, context)
         n, error = meta.get("closure"), meta.get("error")
-        if not isinstance(n, int):
+        if not isinstance(n, int) or isinstance(n, bool):
             rpc.refuse(context, f"Report needs meta.closure (int). Received: {n!r}")
         with self._cond:
+            self._check_registered(worker, incarnation, context)
+            if (worker, incarnation) not in self._state.handed.get(n, ()):
+                # A report for a step never scheduled, or handed to someone else, must not complete it.
+                _deny(context, f"Closure {n} was not handed to worker {worker} (incarnation {incarnation[:8]}), so "
+                               f"its report is refused. Received: closure={n}, scheduled={len(self._state.functions)}")
             self._touch(worker, incarnation)
             if self._state.in_flight.get(n) == (worker, incarnation):
                 del self._state.in_flight[n]
@@ -202,6 +220,7 @@ class CoordinatorService:
             rpc.refuse(context, "Poll needs meta.scheduled (int) and meta.wait (object)")
         deadline = time.monotonic() + POLL_WAIT_S
         with self._cond:
+            self._check_registered(worker, incarnation, context)
             while True:
                 self._touch(worker, incarnation)
                 state = self._state
@@ -214,6 +233,7 @@ class CoordinatorService:
                 if n is not None:
                     state.queue.remove(n)
                     state.in_flight[n] = (worker, incarnation)
+                    state.handed.setdefault(n, set()).add((worker, incarnation))
                     return wire.encode({}, {"run": n, "function": state.functions[n]})
                 if state.finished and len(state.results) == len(state.functions):
                     return wire.encode({}, {"error": f"The chief finished its program while this worker waits for "
@@ -237,6 +257,12 @@ class CoordinatorService:
         return None
 
     # -- bookkeeping --
+    def _check_registered(self, worker: int, incarnation: str, context: Any) -> None:
+        record = self._state.workers.get(worker)
+        if record is None or record.incarnation != incarnation:
+            _deny(context, f"Worker {worker} (incarnation {incarnation[:8]}) has not registered with Hello, or a newer "
+                           "start of it has: its call is refused.")
+
     def _touch(self, worker: int, incarnation: str) -> None:
         record = self._state.workers.get(worker)
         if record is not None and record.incarnation == incarnation:
@@ -271,3 +297,9 @@ class CoordinatorService:
             rpc.refuse(context, f"Requests need meta.worker (0..{self.num_workers - 1}) and meta.incarnation. "
                              f"Received: worker={worker!r}")
         return tensors, meta, worker, incarnation
+
+
+def _deny(context: Any, message: str) -> None:
+    """Answers FAILED_PRECONDITION: a well-formed call the job's state does not allow."""
+    context.abort(grpc.StatusCode.FAILED_PRECONDITION, message)
+    raise AssertionError("unreachable: grpc's abort raises")

@@ -16,6 +16,7 @@ import grpc
 import torch
 
 from stratagem.distribute.ps import rpc, wire
+from stratagem.distribute.ps.auth import Credentials
 from stratagem.distribute.ps.coordination import HEARTBEAT_S, METHODS, POLL_WAIT_S, SERVICE
 from stratagem.errors import CoordinatorError
 
@@ -23,10 +24,10 @@ from stratagem.errors import CoordinatorError
 class CoordinatorClient:
     """A worker's line to the chief: registers, heartbeats, polls for closures and answers."""
 
-    def __init__(self, address: str, worker: int, *, timeout_s: float) -> None:
+    def __init__(self, address: str, worker: int, *, timeout_s: float, credentials: Credentials | None = None) -> None:
         self.address, self.worker, self.timeout_s = address, worker, timeout_s
         self.incarnation = uuid.uuid4().hex
-        self._channel, self._methods = rpc.connect(address, SERVICE, METHODS)
+        self._channel, self._methods = rpc.connect(address, SERVICE, METHODS, credentials)
         hello = self._call_until_up("Hello", {})
         self.step_base, self.num_workers = int(hello["step_base"]), int(hello["num_workers"])
         self._stop = threading.Event()

@@ -3,7 +3,10 @@
 Reads ``TF_CONFIG`` (task type ``ps``) for the address to bind, so a ``ps``
 task needs no user script. ``stratagem run --ps P`` starts these; a script
 that builds ``ParameterServerStrategy`` on a ``ps`` task ends up here too.
-The server stops on SIGTERM or SIGINT.
+The server stops on SIGTERM or SIGINT. It checks every call's proof of the
+job's secret (``STRATAGEM_JOB_SECRET`` or ``STRATAGEM_JOB_SECRET_FILE``) and
+serves TLS when ``STRATAGEM_TLS_*`` name the files (``auth``); without a
+secret it listens on loopback only.
 """
 
 from __future__ import annotations
@@ -13,13 +16,18 @@ import sys
 import threading
 
 from stratagem.distribute.cluster import PS, TFConfigClusterResolver
+from stratagem.distribute.ps.auth import Credentials
 from stratagem.distribute.ps.server import ParameterServer
 from stratagem.errors import ConfigurationError
 
 
-def serve(address: str, *, name: str = "ps") -> int:
-    """Serves on ``address`` until SIGTERM/SIGINT; returns the exit status."""
-    server = ParameterServer(address).start()
+def serve(address: str, *, name: str = "ps", credentials: Credentials | None = None) -> int:
+    """Serves on ``address`` until SIGTERM/SIGINT; returns the exit status.
+
+    ``credentials``: default, the job's secret and TLS files from the environment.
+    """
+    credentials = credentials if credentials is not None else Credentials.from_environ()
+    server = ParameterServer(address, credentials=credentials).start()
     print(f"stratagem: {name} serving on {server.address}", flush=True)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -2,8 +2,11 @@
 
 Transport is gRPC (``grpcio``) with raw-bytes methods carrying the messages of
 ``stratagem.distribute.ps.wire``; no protocol of our own below it. The server
-binds only the address it is given (loopback in every test). A malformed or
-mismatched request is answered with ``INVALID_ARGUMENT`` and a message, and
+binds only the address it is given (loopback in every test). A call without
+a proof of the job's secret is refused ``UNAUTHENTICATED`` before it is
+decoded, and counted (``auth``; ``Stats``' ``unauthenticated_refused``). A
+malformed or mismatched request, or an optimizer hyperparameter its torch
+optimizer rejects, is answered with ``INVALID_ARGUMENT`` and a message, and
 the server goes on serving.
 
 Updates are applied as they arrive (asynchronous training) by a torch
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import math
 import threading
 from typing import Any
@@ -27,6 +31,7 @@ from typing import Any
 import torch
 
 from stratagem.distribute.ps import rpc, wire
+from stratagem.distribute.ps.auth import Credentials
 from stratagem.optimizers import fused_adam, rules
 
 SERVICE = "stratagem.ParameterServer"
@@ -46,12 +51,18 @@ OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
 class ParameterServer:
     """Serves the parameter-server methods on ``address`` (``host:port``; port 0 picks one).
 
+    Args:
+        address: ``host:port`` to bind; beyond loopback only with a key in ``credentials``.
+        max_workers: Threads answering calls.
+        credentials: The job's key (calls without its proof are refused) and TLS files;
+            default: none, loopback only.
+
     Example:
         >>> server = ParameterServer("127.0.0.1:0")  # doctest: +SKIP
         >>> server.start(); print(server.address)  # doctest: +SKIP
     """
 
-    def __init__(self, address: str, *, max_workers: int = 8) -> None:
+    def __init__(self, address: str, *, max_workers: int = 8, credentials: Credentials | None = None) -> None:
         self._variables: dict[str, torch.nn.Parameter] = {}
         self._optimizers: dict[str, tuple[dict[str, Any], torch.optim.Optimizer]] = {}
         self.version = 0
@@ -62,8 +73,8 @@ class ParameterServer:
         self._lock = threading.Lock()
         self.stopped = threading.Event()
         handlers = {name: getattr(self, f"_{name.lower()}") for name in METHODS}
-        self._server, port = rpc.start_server(address, SERVICE, handlers, max_workers=max_workers,
-                                              what="The parameter server")
+        self._server, port, self._guard = rpc.start_server(address, SERVICE, handlers, max_workers=max_workers,
+                                                           what="The parameter server", credentials=credentials)
         host = address.rsplit(":", 1)[0]
         self.address = f"{host}:{port}"
 
@@ -74,6 +85,11 @@ class ParameterServer:
     def stop(self, grace_s: float = 1.0) -> None:
         self._server.stop(grace_s).wait(grace_s + 1)
         self.stopped.set()
+
+    @property
+    def unauthenticated_refused(self) -> int:
+        """Calls refused because they carried no valid proof of the job's secret."""
+        return self._guard.refused
 
     # ---- methods (bytes in, bytes out) --------------------------------------------
     def _create(self, request: bytes, context: Any) -> bytes:
@@ -180,6 +196,7 @@ class ParameterServer:
                 "applied_steps": sorted(self.applied_steps), "duplicates_refused": self.duplicates_refused,
                 "highest_step": max(self.applied_steps, default=-1),
                 "stale_dropped": self.stale_dropped, "variables": sorted(self._variables),
+                "unauthenticated_refused": self.unauthenticated_refused,
             })
 
     # ---- helpers ----------------------------------------------------------------------
@@ -229,13 +246,39 @@ def _constructor_arguments(name: str) -> frozenset[str]:
 
 
 def _check_spec(spec: Any, context: Any) -> dict[str, Any]:
+    """``spec`` if a server can step with it: known class, plain non-negative numbers its optimizer accepts."""
     if not isinstance(spec, dict) or spec.get("class") not in OPTIMIZERS or not isinstance(spec.get("hyper"), dict):
         rpc.refuse(context, f"meta.optimizer must be {{'class': one of {sorted(OPTIMIZERS)}, 'hyper': {{...}}}}. "
                          f"Received: {str(spec)[:200]}")
     for key, value in spec["hyper"].items():
-        if isinstance(value, float) and not math.isfinite(value):
-            rpc.refuse(context, f"Optimizer hyperparameter {key} must be finite. Received: {value}")
+        numbers = value if isinstance(value, list) else [value]
+        if value is None or isinstance(value, bool):
+            continue
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers):
+            rpc.refuse(context, f"Optimizer hyperparameter {key} must be a number (or a list of numbers). "
+                             f"Received: {key}={str(value)[:100]!r}")
+        if not all(math.isfinite(v) for v in numbers):
+            rpc.refuse(context, f"Optimizer hyperparameter {key} must be finite. Received: {key}={value}")
+        # Every numeric hyperparameter of these optimizers (rates, decays, moments, clips) is >= 0.
+        if any(v < 0 for v in numbers):
+            rpc.refuse(context, f"Optimizer hyperparameter {key} must be non-negative. Received: {key}={value}")
+    problem = _constructor_problem(json.dumps(spec, sort_keys=True))
+    if problem is not None:  # the optimizer's own checks (e.g. Adam's betas below 1), also for a held optimizer
+        rpc.refuse(context, problem)
     return spec
+
+
+@functools.lru_cache(maxsize=256)
+def _constructor_problem(spec_json: str) -> str | None:
+    """Why ``OPTIMIZERS[class](**hyper)`` refuses the spec, or None; asked once per distinct spec."""
+    spec = json.loads(spec_json)
+    accepted = _constructor_arguments(spec["class"])
+    hyper = {k: (tuple(v) if isinstance(v, list) else v) for k, v in spec["hyper"].items() if k in accepted}
+    try:
+        OPTIMIZERS[spec["class"]]([torch.nn.Parameter(torch.zeros(1))], **hyper)  # type: ignore[arg-type]
+    except (TypeError, ValueError, RuntimeError) as err:
+        return f"Cannot build {spec['class']} with {hyper}: {err}"
+    return None
 
 
 def _build(spec: dict[str, Any], variable: torch.nn.Parameter, context: Any) -> torch.optim.Optimizer:

@@ -22,6 +22,7 @@ DTYPES = {
 }
 _NAMES = {dtype: name for name, dtype in DTYPES.items()}
 _MAX_HEADER = 1 << 20
+_MAX_NDIM = 64
 
 
 def encode(tensors: dict[str, torch.Tensor], meta: dict[str, Any] | None = None) -> bytes:
@@ -73,6 +74,10 @@ def _check_entry(entry: Any) -> tuple[str, torch.dtype, list[int], int]:
     shape = entry.get("shape")
     if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**40 for d in shape):
         raise ValueError(f"Tensor {name!r}: shape must be a list of non-negative ints. Received: {shape!r}")
+    # torch computes strides over every dimension, zero-sized ones counted as 1: they must fit in int64.
+    if len(shape) > _MAX_NDIM or math.prod(max(d, 1) for d in shape) >= 2**62:
+        raise ValueError(f"Tensor {name!r}: shape {shape!r} is too large for a tensor (at most {_MAX_NDIM} "
+                         "dimensions whose sizes, zeros counted as 1, multiply to less than 2**62)")
     dtype = DTYPES[entry["dtype"]]
     expected = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
     if entry.get("nbytes") != expected:

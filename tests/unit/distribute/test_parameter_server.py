@@ -93,7 +93,11 @@ def _raw(tensor_entries: list[dict], body: bytes, meta: dict | None = None) -> b
     ("Push", _raw([{"name": "w", "dtype": "float32", "shape": [2, 3], "nbytes": 12}], bytes(12)), "12 bytes declared"),
     ("Pull", b"\x00\x00\x00\x05{not", "Malformed message"),
     ("Push", wire.encode({"w": torch.zeros(2, 3)}, {"optimizer": {"class": "Lion", "hyper": {}}}), "meta.optimizer must be"),
-    ("Push", wire.encode({"w": torch.zeros(2, 3)}, {"optimizer": {"class": "SGD", "hyper": {"lr": -1.0}}}), "Cannot build SGD"),
+    ("Push", wire.encode({"w": torch.zeros(2, 3)}, {"optimizer": {"class": "SGD", "hyper": {"lr": -1.0}}}), "lr must be non-negative"),
+    ("Push", wire.encode({"w": torch.zeros(2, 3)}, {"optimizer": {"class": "SGD", "hyper": {"lr": "abc"}}}), "lr must be a number"),
+    ("Push", wire.encode({"w": torch.zeros(2, 3)}, {"optimizer": {"class": "Adam", "hyper": {"betas": [0.9, 1.5]}}}),
+     "Cannot build Adam"),
+    ("Push", _raw([{"name": "w", "dtype": "float32", "shape": [0, 2**39, 2**39], "nbytes": 0}], b""), "too large for a tensor"),
     ("Push", wire.encode({"w": torch.zeros(2, 3)}, {"step": "seven"}), "meta.step must be"),
 ])
 def test_malformed_message_gets_an_error_reply_and_server_keeps_serving(
@@ -107,6 +111,24 @@ def test_malformed_message_gets_an_error_reply_and_server_keeps_serving(
     values, meta = client.call("Pull", {}, {"names": ["w"]})  # still serving, variable untouched
     assert torch.equal(values["w"], initial) and meta["version"] == 0
     assert servers[0].pushes_applied == 0
+
+
+@pytest.mark.parametrize(("hyper", "complaint"), [
+    ({"momentum": -5.0}, "momentum must be non-negative"), ({"lr": "abc"}, "lr must be a number"),
+    ({"nesterov": True, "dampening": 0.5}, "Cannot build SGD"),
+])
+def test_nonsense_hyperparameters_for_an_existing_optimizer_are_refused(
+        servers: list[ParameterServer], hyper: dict, complaint: str) -> None:
+    client = PSClient(servers[0].address, timeout_s=10)
+    client.call("Create", {"w": torch.zeros(3)}, {})
+    momentum = {"class": "SGD", "hyper": {"lr": 0.1, "momentum": 0.9}}
+    client.call("Push", {"w": torch.ones(3)}, {"optimizer": momentum})  # the server now holds an SGD
+    with pytest.raises(ParameterServerError, match=complaint):
+        client.call("Push", {"w": torch.ones(3)}, {"optimizer": {"class": "SGD", "hyper": {**momentum["hyper"], **hyper}}})
+    client.call("Push", {"w": torch.ones(3)}, {"optimizer": momentum})
+    # Two steps of SGD(0.1, momentum 0.9) on a gradient of ones, as if the refused push never came.
+    torch.testing.assert_close(client.call("Pull", {}, {"names": ["w"]})[0]["w"], torch.full((3,), -0.1 - 0.19))
+    assert servers[0].pushes_applied == 2
 
 
 def test_unreachable_server_fails_within_deadline_naming_it() -> None:

@@ -1,0 +1,120 @@
+"""The job's secret: what lets a job's own processes in and keeps every other process out.
+
+``stratagem run`` draws one per job (``secrets.token_hex``) and hands it to
+every process it starts in ``STRATAGEM_JOB_SECRET``. For a job started by
+hand on several hosts, the user gives every process the same one, in that
+variable or in a file named by ``STRATAGEM_JOB_SECRET_FILE`` (readable by the
+job's user only). From it each service derives its own key (``derive_key``):
+the parameter servers and the chief's coordination service check an HMAC of
+every call (``stratagem.distribute.ps.auth``), and the rendezvous store keeps
+the job's keys under a prefix derived from it (``collectives``).
+
+Without a secret (a process started by hand without the variable) nothing is
+authenticated, so servers refuse to listen beyond loopback (see ``auth``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+import socket
+import warnings
+from collections.abc import Mapping
+
+from stratagem.errors import ConfigurationError
+
+SECRET_ENV = "STRATAGEM_JOB_SECRET"
+SECRET_FILE_ENV = "STRATAGEM_JOB_SECRET_FILE"
+# 16 characters of token_hex is 64 bits: below that a secret could be guessed by trying.
+MIN_SECRET_CHARS = 16
+
+
+def generate() -> str:
+    """A fresh secret for one job: 256 random bits as hex."""
+    return secrets.token_hex(32)
+
+
+def load(environ: Mapping[str, str] | None = None) -> bytes | None:
+    """The job's secret from ``STRATAGEM_JOB_SECRET`` or the file ``STRATAGEM_JOB_SECRET_FILE`` names.
+
+    Returns ``None`` when neither is set (or the variable is empty): the job
+    runs without authentication.
+
+    Raises:
+        ConfigurationError: If both are set, the file cannot be read, or the
+            secret is shorter than 16 characters.
+    """
+    environ = os.environ if environ is None else environ
+    value, path = environ.get(SECRET_ENV, ""), environ.get(SECRET_FILE_ENV, "")
+    if value and path:
+        raise ConfigurationError(
+            f"Both {SECRET_ENV} and {SECRET_FILE_ENV} are set, so it is unclear which secret the job uses. "
+            f"Set only one. Received: {SECRET_FILE_ENV}={path!r}")
+    if path:
+        try:
+            with open(path, encoding="utf-8") as file:
+                value = file.read().strip()
+        except OSError as err:
+            raise ConfigurationError(
+                f"Cannot read the job's secret from {SECRET_FILE_ENV}: {err.strerror}. Give every process of the "
+                f"job a readable file holding the same secret (e.g. `python -c \"import secrets; "
+                f"print(secrets.token_hex(32))\"`). Received: {SECRET_FILE_ENV}={path!r}") from err
+    if not value:
+        return None
+    if len(value) < MIN_SECRET_CHARS:
+        where = SECRET_FILE_ENV if path else SECRET_ENV
+        raise ConfigurationError(
+            f"The job's secret is too short to keep strangers out: at least {MIN_SECRET_CHARS} characters are "
+            f"needed. Use `python -c \"import secrets; print(secrets.token_hex(32))\"`. "
+            f"Received: {len(value)} characters in {where}")
+    return value.encode("utf-8")
+
+
+def env_for_job(environ: Mapping[str, str], *, generate_if_missing: bool) -> dict[str, str]:
+    """What a launcher adds to its children's environment so they share one secret.
+
+    A secret the user set (variable or file) is inherited as it is; otherwise
+    a fresh one when ``generate_if_missing`` (every process of the job is
+    started by this launcher), else nothing: processes on other hosts could
+    not know a secret drawn here.
+    """
+    if environ.get(SECRET_ENV) or environ.get(SECRET_FILE_ENV) or not generate_if_missing:
+        return {}
+    return {SECRET_ENV: generate()}
+
+
+def derive_key(secret: bytes, purpose: str) -> bytes:
+    """A key for one use (``"grpc"``, ``"store"``) derived from the secret, so no two uses share one."""
+    return hmac.new(secret, f"stratagem/{purpose}".encode(), hashlib.sha256).digest()
+
+
+def store_prefix(master_addr: str, environ: Mapping[str, str] | None = None) -> str:
+    """The prefix of every key the job keeps in its rendezvous store (a ``torch.distributed.PrefixStore``).
+
+    Derived from the secret, so a process without it writing the keys the job
+    reads (``stratagem/joined/1``, gloo's addresses) writes other keys, which
+    no rank reads. torch's ``TCPStore`` authenticates nobody: a stranger that
+    reaches its port can still list the keys (``list_keys``) and find the
+    prefix; keep the rendezvous port on a network only the job's hosts reach.
+    Without a secret the prefix is fixed, and a store beyond loopback gets a warning.
+    """
+    secret = load(environ)
+    if secret is None:
+        if not is_loopback(master_addr):
+            warnings.warn(
+                f"The rendezvous at {master_addr} listens beyond loopback and the job has no secret, so any process "
+                f"that reaches the port can write the keys the job reads. Give every process the same "
+                f"{SECRET_ENV} (or {SECRET_FILE_ENV}); `stratagem run` on one host sets one itself.", stacklevel=3)
+        return "stratagem-job"
+    return "stratagem-job-" + derive_key(secret, "store")[:16].hex()
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or address, IPv6 with or without brackets) resolves to loopback only."""
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), None)
+    except OSError:
+        return False
+    return all(str(info[4][0]).startswith("127.") or str(info[4][0]) == "::1" for info in infos)
