@@ -11,8 +11,10 @@ plain containers and refuses anything else. A damaged or unsafe file is a
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import shutil
 import tempfile
 import zipfile
 from collections.abc import Callable
@@ -23,15 +25,25 @@ import torch
 
 from stratagem.errors import CheckpointError
 
+MODEL_WEIGHTS_FILE = "weights.safetensors"  # the weights in a model.save folder (stratagem.models.saving)
 _BEFORE_RENAME_HOOK: list[Callable[[str], None]] = []  # tests inject a crash between write and rename
 
 
 def atomic_write(path: str | os.PathLike[str], write: Callable[[str], None]) -> None:
-    """Calls ``write(tmp_path)``, then moves the result to ``path`` atomically."""
+    """Calls ``write(tmp_path)``, then moves the result to ``path`` atomically.
+
+    Temporary files and folders that interrupted writes (a killed process) left
+    in the same folder before this write began are deleted once it succeeds:
+    one writer per folder (the chief), so none of them can still be in use.
+
+    Raises:
+        CheckpointError: If the disk (or quota) is full; the message names the path.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
+    started = os.stat(tmp).st_mtime_ns  # the file system's clock, as the leftovers' times are
     try:
         write(tmp)
         with open(tmp, "rb") as f:
@@ -39,11 +51,56 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[str], None]) -> 
         for hook in _BEFORE_RENAME_HOOK:
             hook(tmp)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as err:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        raise_if_disk_full(err, target)
         raise
     fsync_path(target.parent)
+    remove_stale_temporaries(target.parent, before_ns=started)
+
+
+# Names of temporaries: mkstemp's ``.<name>.<8 chars>.tmp`` above, and save_model's ``<name>.tmp-<16 hex>`` folders.
+_TEMPORARY = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$|^.+\.tmp-[0-9a-f]{16}$")
+
+
+def remove_stale_temporaries(folder: str | os.PathLike[str], *, before_ns: int) -> None:
+    """Deletes checkpoint temporaries in ``folder`` last changed before ``before_ns`` (left by killed writes)."""
+    for entry in Path(folder).iterdir():
+        if not _TEMPORARY.match(entry.name):
+            continue
+        try:
+            if entry.lstat().st_mtime_ns >= before_ns:
+                continue  # as new as the write that just finished: may be another write in progress
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink()
+        except OSError:  # gone meanwhile, or not ours to delete: it is only clean-up
+            continue
+
+
+def raise_if_disk_full(err: BaseException, target: Path) -> None:
+    """Raises ``CheckpointError`` naming ``target`` if ``err`` (or what caused it) is a full disk or quota."""
+    # torch.save reports a failed write as "[enforce fail ...] unexpected pos", with the
+    # OSError of the Python file it wrote to as the context; safetensors puts it in the text.
+    seen: BaseException | None = err
+    while seen is not None:
+        if (isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT)) \
+                or "No space left on device" in str(seen) or "os error 28" in str(seen):
+            raise CheckpointError(
+                f"Cannot write checkpoint {str(target)!r}: no space left on device (the file system of "
+                f"{str(target.parent)!r} is full, or its quota is used up). The previous checkpoint there is "
+                "unchanged. Free some space or write to another folder. "
+                f"Received: {type(err).__name__}: {str(err)[:200]}"
+            ) from err
+        seen = seen.__cause__ or seen.__context__
+
+
+def _torch_save(state: dict[str, Any], tmp: str) -> None:
+    # Through a Python file, so that a failed write surfaces as its OSError (see _is_disk_full).
+    with open(tmp, "wb") as f:
+        torch.save(state, f)
 
 
 def save_state(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
@@ -57,7 +114,7 @@ def save_state(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
         tensors = {k: v.detach().cpu().contiguous() for k, v in state.items()}
         atomic_write(path, lambda tmp: save_file(tensors, tmp))
     else:
-        atomic_write(path, lambda tmp: torch.save(state, tmp))
+        atomic_write(path, lambda tmp: _torch_save(state, tmp))
 
 
 def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -70,6 +127,13 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
     path = str(path)
     if not os.path.exists(path):
         raise CheckpointError(f"Checkpoint file not found. Received: path={path!r}")
+    if os.path.isdir(path):
+        if not os.path.isfile(os.path.join(path, MODEL_WEIGHTS_FILE)):
+            raise CheckpointError(
+                f"Cannot load checkpoint {path!r}: it is a folder, not a checkpoint file, and not a model "
+                f"saved by model.save (no {MODEL_WEIGHTS_FILE} in it). Pass the checkpoint file's path. "
+                f"Received: path={path!r}")
+        path = os.path.join(path, MODEL_WEIGHTS_FILE)  # a model.save folder: its weights
     try:
         if path.endswith(".safetensors"):
             from safetensors.torch import load_file
@@ -77,9 +141,11 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
             return dict(load_file(path))
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # every failure to read is the same problem for the caller
-        unsafe = "weights_only" in str(err) or "Unsupported global" in str(err)
+        # torch names a refused class or function "global"; other unpickling errors are damage.
+        text = str(err).lower()
+        unsafe = any(words in text for words in ("unsupported global", "not an allowed global", "unsupported class"))
         reason = ("it holds objects that could run code when loaded, so it was not loaded" if unsafe
-                  else "it is truncated or corrupt")
+                  else "it is not a checkpoint stratagem or torch.save wrote, or it is truncated or corrupt")
         raise CheckpointError(
             f"Cannot load checkpoint {path!r}: {reason}. Use an older checkpoint, or re-create this one. "
             f"Received: {type(err).__name__}: {str(err)[:200]}"
@@ -90,7 +156,10 @@ _CKPT_NUMBER = re.compile(r"(\d+)")
 
 
 def latest_checkpoint(checkpoint_dir: str | os.PathLike[str]) -> str | None:
-    """The most recent checkpoint file in ``checkpoint_dir`` (``tf.train.latest_checkpoint``).
+    """The most recent checkpoint in ``checkpoint_dir`` (``tf.train.latest_checkpoint``).
+
+    A checkpoint is a file, or a folder written by ``model.save`` (``ModelCheckpoint``
+    without ``save_weights_only``); ``load_weights`` and ``load_state`` read both.
 
     Only files in the formats stratagem's checkpointing writes count (``save_weights``,
     ``ModelCheckpoint``, ``save_state``: safetensors, or torch's zip format), so logs,
@@ -103,7 +172,8 @@ def latest_checkpoint(checkpoint_dir: str | os.PathLike[str]) -> str | None:
     if not folder.is_dir():
         return None
     files = [p for p in folder.iterdir()
-             if p.is_file() and not p.name.startswith(".") and not p.name.endswith(".tmp") and _is_checkpoint(p)]
+             if not p.name.startswith(".") and not p.name.endswith(".tmp") and not _TEMPORARY.match(p.name)
+             and (_is_checkpoint(p) if p.is_file() else _is_checkpoint(p / MODEL_WEIGHTS_FILE))]
     if not files:
         return None
 

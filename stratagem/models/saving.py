@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 __all__ = ["LoadedModel", "TensorSpec", "input_spec_of", "load_model", "save_model"]
 
 FORMAT_VERSION = 1
-WEIGHTS_FILE = "weights.safetensors"
+WEIGHTS_FILE = checkpoint_io.MODEL_WEIGHTS_FILE
 PROGRAM_FILE = "model.pt2"
 METADATA_FILE = "metadata.json"
 _DEFAULT_BATCH_SIZE = 32  # Model.predict's default
@@ -223,15 +223,18 @@ def _write_atomically(model: Model, spec: InputSpec, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(f"{target}.tmp-{secrets.token_hex(8)}")
     os.mkdir(tmp)
+    started = os.stat(tmp).st_mtime_ns
     try:
         _write_folder(model, spec, tmp)
         for hook in checkpoint_io._BEFORE_RENAME_HOOK:  # tests inject a crash between write and rename
             hook(str(tmp))
         _swap_into_place(tmp, target)
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
+        checkpoint_io.raise_if_disk_full(err, target)
         raise
     checkpoint_io.fsync_path(target.parent)
+    checkpoint_io.remove_stale_temporaries(target.parent, before_ns=started)  # left by killed saves
 
 
 def _write_folder(model: Model, spec: InputSpec, folder: Path) -> None:

@@ -154,6 +154,9 @@ def test_crash_between_write_and_rename_keeps_previous_checkpoint(tmp_path: Path
                         batch_size=4, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])
     assert not all(torch.equal(v, torch.ones_like(v)) for v in model.module.state_dict().values())
+    # The next successful save removes the killed write's temporary file.
+    model.save_weights(str(path))
+    assert [p.name for p in tmp_path.iterdir()] == [name]
 
 
 def test_latest_checkpoint_passes_over_newer_files_that_are_not_checkpoints(tmp_path: Path) -> None:
