@@ -134,10 +134,22 @@ def _has_tasks(spec: ClusterSpec) -> bool:
     return any(spec.num_tasks(job) for job in spec.jobs)
 
 
-def _placement_from_spec(spec: ClusterSpec, task_type: str, task_id: int) -> _Placement:
+def _group(spec: ClusterSpec) -> list[tuple[str, int]]:
     # NOTE: as in TF's MultiWorkerMirroredStrategy the all-reduce group is the
     # chief, then the workers in index order; with no chief, worker 0 leads.
-    group = [(CHIEF, 0)] * _count(spec, CHIEF) + [(WORKER, i) for i in range(_count(spec, WORKER))]
+    return [(CHIEF, 0)] * _count(spec, CHIEF) + [(WORKER, i) for i in range(_count(spec, WORKER))]
+
+
+def describe_group(resolver: ClusterResolver | None) -> list[str] | None:
+    """Each rank of the all-reduce group as "worker 1 at h2:2222", for messages; None without addresses."""
+    spec = resolver.cluster_spec() if resolver is not None else None
+    if spec is None or not _has_tasks(spec):
+        return None
+    return [f"{job} {index} at {spec.task_address(job, index)}" for job, index in _group(spec)]
+
+
+def _placement_from_spec(spec: ClusterSpec, task_type: str, task_id: int) -> _Placement:
+    group = _group(spec)
     addresses = [_parse_address(spec.task_address(job, i), f"cluster[{job!r}][{i}]", "ClusterSpec") for job, i in group]
     hosts = [host.lower() for host, _ in addresses]
     rank = group.index((task_type, task_id)) if (task_type, task_id) in group else None

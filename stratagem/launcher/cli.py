@@ -23,7 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     local = run.add_argument_group("this host")
     local.add_argument("-n", "--nproc", type=int, default=None, metavar="NUM",
-                       help="processes (replicas) to start on this host; without it, one process that reads TF_CONFIG")
+                       help="processes (replicas) to start on this host; without it, one process that reads TF_CONFIG "
+                       "(with --nnodes: one process, as torchrun)")
     cluster = run.add_argument_group("multi-host (torchrun-style flags; or set TF_CONFIG on each host and omit -n)")
     cluster.add_argument("--nnodes", type=int, default=None, help="hosts in the job (default 1)")
     cluster.add_argument("--node-rank", type=int, default=None, help="index of this host (default 0)")
@@ -71,10 +72,13 @@ def config_from_args(args: argparse.Namespace) -> supervisor.LaunchConfig | ps_j
         raise SystemExit("stratagem run: name a script to run, e.g. `stratagem run -n 2 train.py`")
     if args.ps is not None or args.workers is not None:
         return _ps_job_config(args, command)
-    if args.nproc is None:
+    nproc = args.nproc
+    if nproc is None and args.nnodes is not None:
+        nproc = 1  # torchrun's default: --nnodes N alone is one process per host
+    if nproc is None:
         command = ps_job.command_for_this_task(command, os.environ)
     return supervisor.LaunchConfig(
-        command=command, num_processes=args.nproc, nnodes=args.nnodes or 1, node_rank=args.node_rank or 0,
+        command=command, num_processes=nproc, nnodes=args.nnodes or 1, node_rank=args.node_rank or 0,
         master_addr=args.master_addr, master_port=args.master_port, timeout_s=args.timeout,
         grace_period_s=args.grace_period, max_restarts=args.max_restarts,
     )

@@ -21,13 +21,14 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO
 
 from stratagem._process import die_with_parent
-from stratagem.distribute import job_secret
-from stratagem.errors import WorkerFailedError
+from stratagem.distribute.cluster import TFConfigClusterResolver
+from stratagem.distribute._interfaces import is_loopback
+from stratagem.errors import ConfigurationError, WorkerFailedError
 from stratagem.launcher.environment import RESTART_COUNT_ENV, local_tf_configs, threads_per_process, worker_env
 from stratagem._launched import ERROR_FILE_ENV, read_error_file
 from stratagem.launcher.ports import check_resolvable, find_free_port
@@ -76,6 +77,12 @@ class LaunchConfig:
         check_resolvable(self.master_addr)
         if not 0 <= self.node_rank < self.nnodes:
             raise ValueError(f"node_rank must be in [0, {self.nnodes}). Received: node_rank={self.node_rank}")
+        if self.nnodes > 1 and is_loopback(self.master_addr):
+            raise ConfigurationError(
+                f"A job on {self.nnodes} hosts needs --master-addr set to an address of host 0 (node rank 0) "
+                "that the other hosts reach; a loopback address only reaches each host itself, so every host "
+                "would wait for peers that never come. Pass the same --master-addr HOST0 on every host. "
+                f"Received: nnodes={self.nnodes}, master_addr={self.master_addr!r}")
         if self.nnodes > 1 and self.master_port is None:
             raise ValueError(
                 "A multi-host job needs the same --master-port on every host. "
@@ -123,7 +130,10 @@ def _run_in(config: LaunchConfig, error_dir: str, attempt: int) -> int:
         finally:
             signaled = stop_all(workers, config.grace_period_s)
     if failed is not None:
-        raise _failure(_root_cause(failed, workers, signaled), len(workers) if config.num_processes else 1)
+        resolver = _tf_config_resolver(os.environ)
+        world_size = config.num_processes * config.nnodes if config.num_processes else \
+            resolver.world_size if resolver else 1
+        raise _failure(_root_cause(failed, workers, signaled), world_size)
     if stop.is_set():
         return 130
     return 0
@@ -166,13 +176,11 @@ class Worker:
 
 
 def _start_workers(config: LaunchConfig, error_dir: str, attempt: int) -> list[Worker]:
-    # NOTE: one host: every process is ours, so the job gets a fresh secret; a multi-host job
-    # uses the one the user gave every host (job_secret).
-    one_host = config.num_processes is not None and config.nnodes == 1
-    base_env = dict(os.environ) | {RESTART_COUNT_ENV: str(attempt)} | job_secret.env_for_job(
-        os.environ, generate_if_missing=one_host)
+    base_env = dict(os.environ) | {RESTART_COUNT_ENV: str(attempt)}
     if config.num_processes is None:
-        return [spawn(config.command, base_env, rank=0, label="worker", error_file=os.path.join(error_dir, "rank0.json"))]
+        rank, label = tf_config_place(base_env)
+        return [spawn(config.command, base_env, rank=rank, label=label,
+                      error_file=os.path.join(error_dir, f"rank{rank}.json"))]
     port = config.master_port or find_free_port(config.master_addr)
     world_size = config.num_processes * config.nnodes
     # NOTE: each local replica gets a TF_CONFIG naming the same job as its RANK/WORLD_SIZE/MASTER_*
@@ -196,6 +204,30 @@ def _start_workers(config: LaunchConfig, error_dir: str, attempt: int) -> list[W
         error_file = os.path.join(error_dir, f"rank{rank}.json")
         workers.append(spawn(config.command, env, rank=rank, label=f"rank {rank}", error_file=error_file))
     return workers
+
+
+def tf_config_place(env: Mapping[str, str]) -> tuple[int, str]:
+    """(rank, output label) of the one process a TF_CONFIG host runs: ``[rank r]`` of the whole job.
+
+    Outside the all-reduce group (ps, evaluator) the label is the task, e.g. ``ps 0``.
+    """
+    resolver = _tf_config_resolver(env)
+    if resolver is None:
+        return 0, "worker"
+    if resolver.rank is None:
+        return 0, f"{resolver.task_type} {resolver.task_id}"
+    return resolver.rank, f"rank {resolver.rank}"
+
+
+def _tf_config_resolver(env: Mapping[str, str]) -> TFConfigClusterResolver | None:
+    if not env.get("TF_CONFIG"):
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the script's own resolver warns about the same TF_CONFIG
+            return TFConfigClusterResolver(env)
+    except ValueError:  # malformed: the script's strategy reports it in full
+        return None
 
 
 def spawn(command: tuple[str, ...], env: dict[str, str], *, rank: int, label: str, error_file: str) -> Worker:

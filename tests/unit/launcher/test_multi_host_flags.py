@@ -1,0 +1,53 @@
+"""Multi-host launcher flags and TF_CONFIG hosts: what --nnodes means alone, what it refuses, how output is labelled."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from stratagem.errors import ConfigurationError, WorkerFailedError
+from stratagem.launcher import cli, supervisor
+
+
+def _config(*argv: str) -> supervisor.LaunchConfig:
+    return cli.config_from_args(cli.build_parser().parse_args(["run", *argv]))
+
+
+def test_nnodes_without_nproc_starts_one_process_per_host_as_torchrun() -> None:
+    config = _config("--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1", "--master-port", "29400", "t.py")
+    assert (config.num_processes, config.nnodes, config.node_rank) == (1, 2, 1)
+    assert config.command == (sys.executable, "t.py")
+
+
+def test_nnodes_above_one_with_loopback_master_is_refused_naming_the_fix() -> None:
+    with pytest.raises(ConfigurationError, match=r"--master-addr.*Received: nnodes=2, master_addr='127.0.0.1'"):
+        _config("--nnodes", "2", "--master-port", "29400", "t.py")
+    with pytest.raises(ConfigurationError, match="master_addr='localhost'"):
+        _config("-n", "2", "--nnodes", "3", "--master-addr", "localhost", "--master-port", "29400", "t.py")
+    assert cli.main(["run", "--nnodes", "2", "--master-port", "29400", "t.py"]) == 2
+
+
+def test_tf_config_host_is_labelled_with_its_global_rank() -> None:
+    cluster = {"chief": ["h0:2222"], "worker": ["h1:2222", "h2:2222"], "ps": ["h3:2222"]}
+
+    def place(task_type: str, index: int) -> tuple[int, str]:
+        return supervisor.tf_config_place({"TF_CONFIG": json.dumps({"cluster": cluster,
+                                                                    "task": {"type": task_type, "index": index}})})
+
+    assert place("worker", 1) == (2, "rank 2")
+    assert place("chief", 0) == (0, "rank 0")
+    assert place("ps", 0) == (0, "ps 0")
+    assert supervisor.tf_config_place({}) == (0, "worker")
+    assert supervisor.tf_config_place({"TF_CONFIG": "{not json"}) == (0, "worker")  # the script reports it
+
+
+def test_failed_tf_config_host_is_blamed_by_global_rank_and_world_size(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = {"chief": ["h0:2222"], "worker": ["h1:2222", "h2:2222"]}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 1}}))
+    script = "import sys; print('started'); sys.exit(3)"  # no torch: the launcher's labels are what is tested
+    with pytest.raises(WorkerFailedError, match=r"Worker rank 2 \(of 3\) exited with code 3"):
+        supervisor.run(supervisor.LaunchConfig(command=(sys.executable, "-c", script), num_processes=None))
+    assert "[rank 2] started" in capsys.readouterr().out
