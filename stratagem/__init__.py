@@ -5,21 +5,15 @@ Strategies (``stratagem.distribute``), a Keras-style ``Model`` with
 """
 
 import os as _os
-import sys as _sys
 
 from stratagem import _launched
-
-if "keras" not in _sys.modules:
-    # NOTE: Keras 3 reads its backend once, at its first import. On the torch backend a Keras model is a
-    # torch.nn.Module that stratagem.Model trains; a backend chosen by the user is left alone (and a Keras
-    # model of another backend is refused with the fix, stratagem/models/keras_model.py).
-    _os.environ.setdefault("KERAS_BACKEND", "torch")
 
 if _os.environ.get(_launched.ERROR_FILE_ENV):
     # A worker started by `stratagem run`: record an uncaught exception for the launcher.
     _launched.install_excepthook()
 
 from stratagem import callbacks, checkpoint, data, datasets, distribute, errors, losses, metrics, nn, optimizers, train
+from stratagem import mixed_precision
 from stratagem.models import Model
 from stratagem import estimator, image, io, lookup, strings
 from stratagem.data.tensor_ops import one_hot
@@ -27,6 +21,6 @@ from stratagem.data.tensor_ops import one_hot
 from stratagem._version import __version__
 
 __all__ = [
-    "Model", "callbacks", "checkpoint", "data", "datasets", "distribute", "errors", "losses", "metrics", "nn",
+    "Model", "callbacks", "checkpoint", "data", "datasets", "distribute", "errors", "losses", "metrics", "mixed_precision", "nn",
     "optimizers", "train", "__version__", "estimator", "image", "io", "lookup", "one_hot", "strings",
 ]

@@ -13,7 +13,10 @@ from stratagem.distribute.central_storage import CentralStorageStrategy
 from stratagem.distribute.context import get_strategy, has_strategy
 from stratagem.distribute.input_context import InputContext
 from stratagem.distribute.input_lib import DistributedDataset, InputOptions
-from stratagem.distribute.capabilities import AppliesUpdates, DistributedOptimizer, HoldsRemoteState, SchedulesSteps
+from stratagem.distribute.capabilities import (
+    AppliesUpdates, DistributedOptimizer, HoldsRemoteState, SchedulesSteps, SupportsNoSync,
+)
+from stratagem.distribute.compression import PowerSGD
 from stratagem.distribute.mirrored import MirroredStrategy
 from stratagem.distribute.multi_worker import MultiWorkerMirroredStrategy
 from stratagem.distribute.one_device import OneDeviceStrategy
@@ -40,7 +43,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "AppliesUpdates", "DistributedDataset", "InputOptions", "DistributedOptimizer", "HoldsRemoteState", "SchedulesSteps",
+    "AppliesUpdates", "DistributedDataset", "PowerSGD", "SupportsNoSync", "InputOptions", "DistributedOptimizer", "HoldsRemoteState", "SchedulesSteps",
     "CentralStorageStrategy", "ClusterCoordinator", "ParameterServerStrategy", "PerWorkerValues", "RemoteValue", "ClusterResolver", "ClusterSpec", "CommunicationImplementation", "CommunicationOptions", "FixedShardsPartitioner", "InputContext", "MaxSizePartitioner", "MinSizePartitioner",
     "MirroredStrategy", "MultiWorkerMirroredStrategy", "OneDeviceStrategy", "PerReplica", "ReduceOp",
     "SimpleClusterResolver", "SlurmClusterResolver", "Strategy", "TFConfigClusterResolver",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import atexit
+import contextlib
 
 import torch
 import torch.distributed as dist
@@ -16,7 +17,6 @@ from torch import nn
 from typing_extensions import override
 
 from stratagem.distribute import collectives
-from stratagem.distribute.cluster import describe_group
 from stratagem.distribute.input_context import InputContext
 from stratagem.distribute.options import CommunicationOptions
 from stratagem.distribute.strategy import Strategy
@@ -56,7 +56,6 @@ class CollectiveStrategy(Strategy):
         collectives.init_process_group(
             rank=rank, world_size=world_size, master_addr=addr, master_port=port,
             backend=self._options.backend(device.type), timeout_s=self._timeout_s,
-            peers=describe_group(self._cluster_resolver),
         )
         self._owns_group = True
         atexit.register(self._teardown)
@@ -67,7 +66,18 @@ class CollectiveStrategy(Strategy):
         if self._num_replicas == 1:
             return module
         bucket_mb = self._options.bytes_per_pack / 2**20 if self._options.bytes_per_pack else None
-        return collectives.wrap_ddp(module, device=self._device, bucket_cap_mb=bucket_mb)
+        return collectives.wrap_ddp(module, device=self._device, bucket_cap_mb=bucket_mb,
+                                    compression=self._options.compression)
+
+    def no_sync(self, module: nn.Module) -> contextlib.AbstractContextManager[object]:
+        """A context in which ``module``'s backward keeps gradients local (``SupportsNoSync``).
+
+        DDP's ``no_sync``: gradient accumulation communicates only on the micro-step that updates.
+        """
+        if isinstance(module, nn.parallel.DistributedDataParallel):
+            return module.no_sync()
+        return contextlib.nullcontext()
+
 
     @override
     def _all_reduce(self, tensor: torch.Tensor, op: ReduceOp) -> torch.Tensor:

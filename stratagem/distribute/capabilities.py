@@ -11,10 +11,13 @@ training loop asks "can this strategy do X?" and never "is this strategy Y?":
   instead of running them on this process (ParameterServer).
 - ``HoldsRemoteState``: part of the training state lives outside this process
   (on parameter servers), so a training checkpoint captures it too.
+- ``SupportsNoSync``: backward can keep gradients local for a while (DDP's
+  ``no_sync``), so gradient accumulation communicates once per update.
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -48,6 +51,15 @@ class HoldsRemoteState(Protocol):
 
     def restore_remote_state(self, state: Any) -> None:
         """Puts back what ``capture_remote_state`` returned."""
+        ...
+
+
+@runtime_checkable
+class SupportsNoSync(Protocol):
+    """Backward through a distributed module can skip the gradient all-reduce."""
+
+    def no_sync(self, module: torch.nn.Module) -> AbstractContextManager[object]:
+        """A context in which forward and backward through ``module`` leave gradients local."""
         ...
 
 

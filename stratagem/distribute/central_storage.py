@@ -21,6 +21,7 @@ from typing_extensions import override
 
 from stratagem.distribute import collectives
 from stratagem.distribute.capabilities import DistributedOptimizer
+from stratagem.distribute.compression import refuse_compression
 from stratagem.distribute.mirrored import OneHostStrategy
 from stratagem.distribute.one_device import parse_device
 from stratagem.distribute.options import CommunicationOptions
@@ -53,6 +54,7 @@ class CentralStorageStrategy(OneHostStrategy):
         num_replicas: int | None = None,
         communication_options: CommunicationOptions | None = None,
     ) -> None:
+        refuse_compression(communication_options, "CentralStorageStrategy", "sums gradients onto the chief with one reduce")
         self._parameter_device = parse_device(parameter_device) if parameter_device is not None else None
         self._guarded: dict[int, weakref.ref[torch.Tensor]] = {}  # parameters of distributed modules
         self._stepping_centrally = False

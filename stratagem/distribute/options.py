@@ -9,7 +9,9 @@ from __future__ import annotations
 import enum
 import os
 from dataclasses import dataclass
+from typing import Any
 
+from stratagem.distribute.compression import parse_compression
 from stratagem.distribute.values import parse_enum
 
 DEFAULT_TIMEOUT_S = 300.0
@@ -35,15 +37,21 @@ class CommunicationOptions:
             peer before failing with ``CollectiveTimeoutError``. ``None`` reads
             ``STRATAGEM_TIMEOUT_S`` (the launcher's ``--timeout``), else 300 s.
         implementation: ``"auto"``, ``"ring"`` (gloo) or ``"nccl"``.
+        compression: How gradients travel (an extension; TF has none): ``None``
+            (float32), ``"bf16"``, ``"fp16"``, or ``PowerSGD(rank)``. DDP
+            communication hooks; the replicas' gradients are still SUMMED over
+            the global batch, so only rounding differs from ``None``.
+            ``MirroredStrategy`` and ``MultiWorkerMirroredStrategy`` only.
 
     Example:
-        >>> options = CommunicationOptions(timeout_seconds=30)
+        >>> options = CommunicationOptions(timeout_seconds=30, compression="bf16")
         >>> strategy = MultiWorkerMirroredStrategy(communication_options=options)  # doctest: +SKIP
     """
 
     bytes_per_pack: int = 0
     timeout_seconds: float | None = None
     implementation: CommunicationImplementation | str = CommunicationImplementation.AUTO
+    compression: Any = None
 
     def __post_init__(self) -> None:
         if self.bytes_per_pack < 0:
@@ -51,6 +59,7 @@ class CommunicationOptions:
         if self.timeout_seconds is not None and self.timeout_seconds <= 0:
             raise ValueError(f"timeout_seconds must be positive. Received: timeout_seconds={self.timeout_seconds}")
         parse_enum(CommunicationImplementation, self.implementation, "implementation")
+        object.__setattr__(self, "compression", parse_compression(self.compression))
 
     def resolved_timeout_s(self) -> float:
         """The timeout in force: the explicit one, else the environment's, else the default."""

@@ -37,11 +37,11 @@ from torch import nn
 from typing_extensions import override
 
 from stratagem.distribute.capabilities import DistributedOptimizer
+from stratagem.distribute.compression import refuse_compression
 from stratagem.distribute.cluster import CHIEF, PS, WORKER, ClusterResolver, TFConfigClusterResolver
 from stratagem.distribute.input_context import InputContext
 from stratagem.distribute.options import CommunicationOptions
 from stratagem.distribute.ps import wire
-from stratagem.distribute.ps.auth import Credentials
 from stratagem.distribute.ps.client import PSClient, ShardedVariables
 from stratagem.distribute.ps.server import optimizer_spec
 from stratagem.distribute.strategy import Strategy
@@ -92,6 +92,7 @@ class ParameterServerStrategy(Strategy):
     ) -> None:
         if staleness is not None and (not isinstance(staleness, int) or staleness < 0):
             raise ValueError(f"staleness must be a non-negative int or None. Received: staleness={staleness!r}")
+        refuse_compression(communication_options, "ParameterServerStrategy", "pushes gradients to its servers over gRPC")
         self._partitioner = variable_partitioner
         self._staleness = staleness
         self._timeout_s = (communication_options or CommunicationOptions()).resolved_timeout_s()
@@ -127,11 +128,6 @@ class ParameterServerStrategy(Strategy):
     def chief_address(self) -> str:
         """``host:port`` of the chief, where the coordination service listens."""
         return self._chief_address
-
-    @property
-    def credentials(self) -> Credentials:
-        """What this task's calls prove and its servers check: the job's secret (and TLS files), from the environment."""
-        return self._credentials
 
     @property
     def timeout_s(self) -> float:
@@ -172,13 +168,12 @@ class ParameterServerStrategy(Strategy):
         self._task_type, self._task_id = str(resolver.task_type), int(resolver.task_id or 0)
         self._num_workers = len(spec[WORKER])
         self._chief_address = spec[CHIEF][0]
-        self._credentials = Credentials.from_environ()
         if self._task_type == PS:
             from stratagem.distribute.ps.serve import serve
 
-            sys.exit(serve(spec[PS][self._task_id], name=f"ps {self._task_id}", credentials=self._credentials))
-        clients = [PSClient(address, timeout_s=self._timeout_s, name=f"ps {i} at {address}",
-                            credentials=self._credentials) for i, address in enumerate(spec[PS])]
+            sys.exit(serve(spec[PS][self._task_id], name=f"ps {self._task_id}"))
+        clients = [PSClient(address, timeout_s=self._timeout_s, name=f"ps {i} at {address}")
+                   for i, address in enumerate(spec[PS])]
         self._variables = ShardedVariables(clients, self._partitioner)
 
     @override

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from stratagem import mixed_precision
 from stratagem import optimizers as optimizers_lib
 from stratagem._nest import map_structure
 from stratagem.callbacks import Callback, CallbackList, History, ProgbarLogger
@@ -31,8 +32,7 @@ from stratagem.models.data_adapter import (
     EpochFeeder, check_bounded, make_adapter, split_and_weight, unpack, worker_stream,
 )
 from stratagem.models.fit_state import FitState
-from stratagem.models.keras_compile import from_keras
-from stratagem.models.keras_model import KerasModule, is_keras_layer
+from stratagem.models.gradient_step import GradientStep, in_float32
 from stratagem.models.runners import CoordinatedRunner, LocalRunner
 
 
@@ -54,9 +54,6 @@ class Model:
     """
 
     def __init__(self, module: nn.Module, *, name: str | None = None) -> None:
-        if is_keras_layer(module):  # a Keras 3 model: its torch view, each weight once (keras_model.py)
-            module = KerasModule(module)
-            name = name or module.keras_model.name
         if not isinstance(module, nn.Module):
             raise TypeError(f"Model wraps a torch.nn.Module. Received: module of type {type(module).__name__}")
         self.module = module
@@ -71,6 +68,9 @@ class Model:
         self.input_wait_fraction = 0.0  # share of the last epoch spent waiting for input (see runners)
         self._input_spec: Any = None  # shapes/dtypes of the first x seen; save() exports with them
         self._updater: Any = None  # the optimizer as the strategy steps it (distribute_optimizer)
+        self._gradient_step: GradientStep | None = None  # autocast, loss scaling, accumulation (compile)
+        self._forward: Any = self.module  # what test/predict steps call: torch.compile'd with jit_compile=True
+        self.dtype_policy = mixed_precision.global_policy()  # read when built, as Keras layers do
         self._seed = 0  # agreed by every replica at compile; each fit's shuffle seed derives from it
         self._fits = 0
 
@@ -90,7 +90,8 @@ class Model:
 
     # ---- compile ---------------------------------------------------------------
     def compile(self, optimizer: Any = "rmsprop", loss: Any = None, metrics: Sequence[Any] | None = None,
-                weighted_metrics: Sequence[Any] | None = None) -> None:
+                weighted_metrics: Sequence[Any] | None = None, *, steps_per_execution: int = 1,
+                jit_compile: bool | str = "auto", auto_scale_loss: bool = True) -> None:
         """Sets the optimizer, loss and metrics, and places the module for training.
 
         Args:
@@ -108,18 +109,35 @@ class Model:
                 labels and outputs, as in Keras 3.
             weighted_metrics: Metrics computed with the sample weights; a name
                 also in ``metrics`` logs as ``weighted_<name>``.
+            steps_per_execution: Only 1, as Keras 3's torch backend accepts:
+                each step is one call (larger values raise).
+            jit_compile: As Keras 3's torch backend: ``"auto"`` and ``False``
+                run eagerly; ``True`` runs the forward passes through
+                ``torch.compile`` (the first steps are slow while it compiles).
+            auto_scale_loss: Under the ``"mixed_float16"`` policy, wrap the
+                optimizer in a ``LossScaleOptimizer`` (Keras 3's default).
         """
         if context.has_strategy():
             self._strategy = context.get_strategy()
-        optimizer, loss, metrics, weighted_metrics = from_keras(optimizer, loss, metrics, weighted_metrics)
         self.compiled_loss = CompiledLoss(loss) if loss is not None else None
         self.compiled_metrics = CompiledMetrics(list(metrics or []), list(weighted_metrics or []))
         self._train_module = self._strategy.distribute_module(self.module)
+        if steps_per_execution != 1:
+            raise ValueError(
+                "`steps_per_execution` must be 1 with the PyTorch backend, as in Keras 3 (each step is one Python call "
+                f"here; nothing is gained by grouping them). Received: steps_per_execution={steps_per_execution!r}")
+        if jit_compile not in ("auto", True, False):
+            raise ValueError(f"jit_compile must be 'auto', True or False. Received: jit_compile={jit_compile!r}")
         self.optimizer = optimizers_lib.get(optimizer)
-        # As Keras builds its optimizer over trainable_variables: frozen weights get no optimizer state, and no
-        # strategy's step (CentralStorage fills missing gradients with zeros) can decay them.
-        trainable = (p for p in self.module.parameters() if p.requires_grad)
-        self._updater = self._strategy.distribute_optimizer(self.optimizer.build(trainable, self._strategy.device))
+        if (auto_scale_loss and self.dtype_policy.name == "mixed_float16"
+                and not isinstance(self.optimizer, mixed_precision.LossScaleOptimizer)):
+            self.optimizer = mixed_precision.LossScaleOptimizer(self.optimizer)
+        self._updater = self._strategy.distribute_optimizer(self.optimizer.build(self.module.parameters(), self._strategy.device))
+        self._gradient_step = GradientStep(self._strategy, self.optimizer, self._updater, self._train_module,
+                                           self.dtype_policy)
+        self._forward = self.module
+        if jit_compile is True:  # Keras 3's torch backend: torch.compile; "auto" means eager there
+            self._train_module, self._forward = torch.compile(self._train_module), torch.compile(self.module)
         # NOTE: one small collective here rather than one per fit: every fit's shuffle
         # seed derives from this one, which every replica holds. Drawn from torch's
         # RNG, so torch.manual_seed before compile makes the shuffles reproducible.
@@ -132,11 +150,12 @@ class Model:
         assert self.optimizer is not None and self._train_module is not None
         x, y, sample_weight = self._to_device(x), self._to_device(y), self._to_device(sample_weight)
         self._record_input_spec(x)
-        self.optimizer.zero_grad()
-        y_pred = self._train_module(x)
+        step = self._gradient_step
+        assert step is not None
+        with step.forward():  # autocast under a mixed policy; DDP's no_sync between accumulated updates
+            y_pred = in_float32(self._train_module(x))
         loss = self.compute_loss(x, y, y_pred, sample_weight)
-        loss.backward()  # DDP sums gradients across replicas during backward
-        self._updater.step()  # the strategy's update: local, on the chief, or on the servers
+        step.minimize(loss)  # backward (DDP sums gradients across replicas), then the strategy's update
         # Keras 3 logs the loss it trains on (this replica's share of it, summed on read).
         self._require_compiled().update(y, y_pred, sample_weight, loss, self._global_batch_size(y_pred.shape[0]))
 
@@ -144,7 +163,8 @@ class Model:
         """Updates the loss and metrics on one batch, without training."""
         x, y, sample_weight = (self._to_device(v) for v in unpack(data))
         self._record_input_spec(x)
-        y_pred = self.module(x)
+        with self.dtype_policy.autocast(self._strategy.device):
+            y_pred = in_float32(self._forward(x))
         loss = None
         if self.compiled_loss is not None and y is not None:  # Keras 3 logs what compute_loss returns
             loss = self.compute_loss(x, y, y_pred, sample_weight, training=False)
@@ -154,7 +174,9 @@ class Model:
         """Returns the module's outputs on one batch."""
         x, _, _ = unpack(data)
         self._record_input_spec(x)
-        return self.module(self._to_device(x))
+        with self.dtype_policy.autocast(self._strategy.device):
+            # float32 out: numpy has no bfloat16, and Keras' guide ends a mixed model in a float32 layer
+            return in_float32(self._forward(self._to_device(x)))
 
     def compute_loss(self, x: Any = None, y: Any = None, y_pred: Any = None, sample_weight: Any = None,
                      training: bool = True) -> torch.Tensor:
@@ -266,7 +288,12 @@ class Model:
 
     def get_metrics_result(self, local: bool = False) -> dict[str, float]:
         """Loss and metrics over every replica's examples so far (a collective), or this replica's with ``local``."""
-        return self._require_compiled().results(None if local else self._strategy)
+        logs = self._require_compiled().results(None if local else self._strategy)
+        if isinstance(self.optimizer, mixed_precision.LossScaleOptimizer):
+            # The same on every replica: they agree on each skip.
+            logs["skipped_steps"] = float(self.optimizer.skipped_steps)
+        return logs
+
 
     def get_weights(self) -> list[np.ndarray]:
         """The module's state (parameters and buffers) as numpy arrays."""

@@ -52,7 +52,13 @@ class Optimizer(abc.ABC):
         use_ema: Not implemented: only False is accepted (as are ``ema_momentum`` and
             ``ema_overwrite_frequency``, which Keras uses only with it).
         loss_scale_factor: Not implemented: only None is accepted.
-        gradient_accumulation_steps: Not implemented: only None is accepted.
+        gradient_accumulation_steps: ``None``, or an int >= 2: ``Model.fit`` then
+            updates the weights every that many steps, with the average of those
+            steps' gradients, and the replicas communicate only on that step
+            (DDP ``no_sync``), so k steps equal one step on k times the batch.
+            NOTE: Keras 3 also counts the steps in between in ``iterations``, so
+            there a schedule and Adam's bias correction advance k times per
+            update; here the optimizer counts updates (its rule runs once).
     """
 
     def __init__(self, learning_rate: float | LearningRateSchedule, *, weight_decay: float | None = None,
@@ -60,15 +66,20 @@ class Optimizer(abc.ABC):
                  name: str | None = None, use_ema: bool = False, ema_momentum: float = 0.99,
                  ema_overwrite_frequency: int | None = None, loss_scale_factor: float | None = None,
                  gradient_accumulation_steps: int | None = None) -> None:
-        unimplemented = {"use_ema": use_ema, "loss_scale_factor": loss_scale_factor,
-                         "gradient_accumulation_steps": gradient_accumulation_steps}
+        unimplemented = {"use_ema": use_ema, "loss_scale_factor": loss_scale_factor}
         if any(unimplemented.values()):
             received = ", ".join(f"{key}={value!r}" for key, value in unimplemented.items() if value)
             raise ValueError(
-                "stratagem optimizers do not implement Keras' weight averaging (use_ema), loss scaling "
-                "(loss_scale_factor) or gradient accumulation (gradient_accumulation_steps); leave them at their "
-                f"defaults (ema_momentum and ema_overwrite_frequency only apply with use_ema). Received: {received}"
+                "stratagem optimizers do not implement Keras' weight averaging (use_ema) or a fixed loss scale "
+                "(loss_scale_factor; stratagem.mixed_precision.LossScaleOptimizer scales dynamically); leave them at "
+                "their defaults (ema_momentum and ema_overwrite_frequency only apply with use_ema). "
+                f"Received: {received}"
             )
+        if gradient_accumulation_steps is not None and (
+                not isinstance(gradient_accumulation_steps, int) or gradient_accumulation_steps < 2):
+            raise ValueError("`gradient_accumulation_steps` must be an integer >= 2, as in Keras (or None). "
+                             f"Received: gradient_accumulation_steps={gradient_accumulation_steps!r}")
+        self.gradient_accumulation_steps = gradient_accumulation_steps
         if sum(value is not None for value in (clipnorm, clipvalue, global_clipnorm)) > 1:
             raise ValueError(
                 "Only one of `clipnorm`, `clipvalue` and `global_clipnorm` can be set, as in Keras. "

@@ -14,7 +14,8 @@ from tests.unit.package._source import modules
 _LAYERS: list[tuple[str, ...]] = [
     ("stratagem.errors", "stratagem._nest", "stratagem._launched", "stratagem._process", "stratagem._version"),
     ("stratagem.distribute.cluster", "stratagem.distribute._cluster_spec", "stratagem.distribute._slurm"),
-    ("stratagem.data", "stratagem.datasets", "stratagem.losses", "stratagem.metrics", "stratagem.optimizers"),
+    ("stratagem.data", "stratagem.datasets", "stratagem.losses", "stratagem.metrics", "stratagem.optimizers",
+     "stratagem.mixed_precision"),
     ("stratagem.distribute", "stratagem.nn"),
     ("stratagem.checkpoint", "stratagem.train"),
     ("stratagem.callbacks",),
