@@ -1,0 +1,49 @@
+"""Keras 3 models for the multi-process tests: the seed CNN written with keras layers (channels last).
+
+Importable by spawned workers; importing it imports Keras (on the torch backend, set by
+``import stratagem``), so only the Keras tests import it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import stratagem  # noqa: F401  (sets KERAS_BACKEND=torch before Keras is imported)
+import keras
+
+GLOBAL_BATCH = 16
+STEPS = 20
+
+
+def seed_cnn(seed: int = 0) -> keras.Model:
+    """Seed 001's CNN as its users write it: keras.Sequential, 28x28x1 images, channels last."""
+    keras.utils.set_random_seed(seed)
+    return keras.Sequential([
+        keras.Input(shape=(28, 28, 1)),
+        keras.layers.Conv2D(32, 3, activation="relu"),
+        keras.layers.MaxPooling2D(),
+        keras.layers.Flatten(),
+        keras.layers.Dense(64, activation="relu"),
+        keras.layers.Dense(10),
+    ])
+
+
+def images(num_samples: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Images (N, 28, 28, 1) in [0, 1] and labels a CNN can learn (the brightest of ten bands)."""
+    rng = np.random.default_rng(seed)
+    x = rng.random((num_samples, 28, 28, 1), dtype=np.float32)
+    labels = rng.integers(0, 10, num_samples)
+    for row, label in enumerate(labels):
+        x[row, 2 + 2 * label: 4 + 2 * label] += 1.0
+    return x / 2.0, labels.astype(np.int64)
+
+
+def train_seed_cnn(optimizer: str, *, build_seed: int = 0) -> dict[str, np.ndarray]:
+    """STEPS steps of the Keras seed CNN on GLOBAL_BATCH in the current strategy; its weights after."""
+    x, y = images(GLOBAL_BATCH * STEPS)
+    model = stratagem.Model(seed_cnn(build_seed))
+    keras_optimizer = keras.optimizers.SGD(0.05, momentum=0.9) if optimizer == "sgd" else keras.optimizers.Adam(1e-3)
+    model.compile(optimizer=keras_optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    model.fit(x, y, batch_size=GLOBAL_BATCH, epochs=1, shuffle=False, verbose=0)
+    return {k: v.detach().cpu().numpy().copy() for k, v in model.module.state_dict().items()}

@@ -1,0 +1,84 @@
+"""A Keras 3 model under the synchronous strategies: two replicas match one on the global batch.
+
+Seed 001's CNN as ``keras.Sequential`` (channels last), compiled with Keras's own
+optimizer and loss objects, 20 steps: MirroredStrategy, CentralStorageStrategy and
+MultiWorkerMirroredStrategy (from TF_CONFIG) on two processes against one replica on
+the global batch, SGD with momentum and Adam, weights within 1e-5. Each replica builds
+its model from a different Keras seed: the strategy's broadcast must make them start
+equal. One spawn runs all three strategies (Keras's import costs seconds per process).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import stratagem
+from stratagem.distribute import collectives, context
+from stratagem.launcher.ports import find_free_ports
+from stratagem.testing import run_workers
+
+pytestmark = [pytest.mark.dist, pytest.mark.timeout(240)]
+
+OPTIMIZERS = ("sgd", "adam")
+STRATEGIES = ("mirrored", "central_storage", "multi_worker")
+
+
+def _worker_keras(rank: int, world_size: int, ports: list[int]) -> dict:
+    from tests.dist._keras_models import train_seed_cnn
+
+    results: dict = {}
+    # rank-dependent initial weights: only the strategy's broadcast can make the replicas agree
+    for name, strategy in (("mirrored", stratagem.distribute.MirroredStrategy(num_replicas=world_size)),
+                           ("central_storage", stratagem.distribute.CentralStorageStrategy(num_replicas=world_size))):
+        with strategy.scope():
+            results[name] = {opt: train_seed_cnn(opt, build_seed=rank) for opt in OPTIMIZERS}
+    collectives.destroy_process_group()  # the TF-style job below makes its own group
+    context.reset()
+    for variable in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        os.environ.pop(variable, None)
+    os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": [f"127.0.0.1:{port}" for port in ports]},
+                                          "task": {"type": "worker", "index": rank}})
+    strategy = stratagem.distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        results["multi_worker"] = {opt: train_seed_cnn(opt, build_seed=rank) for opt in OPTIMIZERS}
+    results["multi_worker_replicas"] = strategy.num_replicas_in_sync
+    return results
+
+
+@pytest.fixture(scope="module")
+def two_replica_results() -> list[dict]:
+    return run_workers(_worker_keras, world_size=2, args=(find_free_ports(2),), timeout_s=110)
+
+
+@pytest.fixture(scope="module")
+def references() -> dict[str, dict[str, np.ndarray]]:
+    from tests.dist._keras_models import train_seed_cnn
+
+    return {opt: train_seed_cnn(opt) for opt in OPTIMIZERS}
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+def test_keras_seed_cnn_two_replicas_match_one_replica(two_replica_results: list[dict], references: dict,
+                                                       strategy: str, optimizer: str) -> None:
+    reference = references[optimizer]
+    assert two_replica_results[0]["multi_worker_replicas"] == 2
+    for rank, result in enumerate(two_replica_results):
+        state = result[strategy][optimizer]
+        assert sorted(state) == sorted(reference)
+        for name, expected in reference.items():
+            torch.testing.assert_close(torch.from_numpy(state[name]), torch.from_numpy(expected), rtol=0, atol=1e-5,
+                                       msg=lambda m: f"rank {rank}, {strategy}, {optimizer}, {name}: {m}")
+
+
+def test_keras_training_moves_weights_so_equivalence_is_not_vacuous(references: dict) -> None:
+    from tests.dist._keras_models import seed_cnn
+
+    initial = {k: v.detach().numpy() for k, v in stratagem.Model(seed_cnn(0)).module.state_dict().items()}
+    for optimizer, state in references.items():
+        assert max(float(np.abs(state[k] - initial[k]).max()) for k in initial) > 1e-3, optimizer
