@@ -5,8 +5,15 @@ Strategies (``stratagem.distribute``), a Keras-style ``Model`` with
 """
 
 import os as _os
+import sys as _sys
 
 from stratagem import _launched
+
+if "keras" not in _sys.modules:
+    # NOTE: Keras 3 reads its backend once, at its first import. On the torch backend a Keras model is a
+    # torch.nn.Module that stratagem.Model trains; a backend chosen by the user is left alone (and a Keras
+    # model of another backend is refused with the fix, stratagem/models/keras_model.py).
+    _os.environ.setdefault("KERAS_BACKEND", "torch")
 
 if _os.environ.get(_launched.ERROR_FILE_ENV):
     # A worker started by `stratagem run`: record an uncaught exception for the launcher.

@@ -17,6 +17,7 @@ from torch import nn
 from typing_extensions import override
 
 from stratagem.distribute import collectives
+from stratagem.distribute.cluster import describe_group
 from stratagem.distribute.input_context import InputContext
 from stratagem.distribute.options import CommunicationOptions
 from stratagem.distribute.strategy import Strategy
@@ -56,6 +57,7 @@ class CollectiveStrategy(Strategy):
         collectives.init_process_group(
             rank=rank, world_size=world_size, master_addr=addr, master_port=port,
             backend=self._options.backend(device.type), timeout_s=self._timeout_s,
+            peers=describe_group(self._cluster_resolver),
         )
         self._owns_group = True
         atexit.register(self._teardown)

@@ -19,36 +19,43 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from stratagem.distribute import _rendezvous
+from stratagem.distribute._interfaces import choose_gloo_interface
 from stratagem.distribute.compression import Compression, register_compression
 from stratagem.errors import CollectiveTimeoutError
 
-_JOIN_KEY = "stratagem/joined/{rank}"
-
-
 def init_process_group(
-    *, rank: int, world_size: int, master_addr: str, master_port: int, backend: str, timeout_s: float
+    *, rank: int, world_size: int, master_addr: str, master_port: int, backend: str, timeout_s: float,
+    peers: Sequence[str] | None = None,
 ) -> None:
-    """Joins the job's process group, failing within ``timeout_s`` if a peer is missing.
+    """Joins the job's process group, failing within about ``timeout_s`` if a peer is missing.
+
+    ``peers`` optionally describes each rank ("worker 1 at h2:2222") for the
+    error messages.
 
     Raises:
         CollectiveTimeoutError: If the chief is unreachable, or a rank did not
             join in time; the message names the missing ranks.
+        ConfigurationError: If a rank of a multi-host job would listen on loopback only.
+        RuntimeError: If the backend could not connect the ranks; names the peer.
     """
-    if _is_loopback(master_addr):
-        # NOTE: gloo otherwise binds to the address of the machine's hostname,
-        # which may face the network; a loopback job must stay on loopback.
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", _loopback_interface())
-    store = _connect_store(rank=rank, master_addr=master_addr, master_port=master_port, timeout_s=timeout_s)
-    _wait_for_ranks(store, rank=rank, world_size=world_size, timeout_s=timeout_s)
+    # NOTE: a loopback job stays on loopback; a multi-host one listens on the interface that
+    # reaches the chief, whatever this host's name resolves to (see _interfaces).
+    _, address = choose_gloo_interface(master_addr) if backend == "gloo" else (None, None)
+    store = _rendezvous.connect_store(rank=rank, master_addr=master_addr, master_port=master_port, timeout_s=timeout_s)
+    _rendezvous.wait_for_ranks(store, rank=rank, world_size=world_size, timeout_s=timeout_s, peers=peers)
+    addresses = _rendezvous.exchange_addresses(store, rank=rank, world_size=world_size, address=address,
+                                               master_addr=master_addr, peers=peers)
     device_id = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else None
-    dist.init_process_group(
-        backend,
-        store=dist.PrefixStore("stratagem/pg", store),
-        rank=rank,
-        world_size=world_size,
-        timeout=datetime.timedelta(seconds=timeout_s),
-        device_id=device_id,
-    )
+
+    def setup() -> None:
+        dist.init_process_group(
+            backend, store=dist.PrefixStore("stratagem/pg", store), rank=rank, world_size=world_size,
+            timeout=datetime.timedelta(seconds=timeout_s), device_id=device_id,
+        )
+
+    _rendezvous.run_bounded_setup(setup, store, rank=rank, world_size=world_size, timeout_s=timeout_s,
+                                  addresses=addresses, peers=peers)
     # Keep the store alive as long as the group: rank 0 serves it.
     global _store
     _store = store
@@ -84,69 +91,6 @@ def destroy_process_group(*, graceful: bool = False, timeout_s: float = 10.0) ->
             time.sleep(0.02)
     except (RuntimeError, dist.DistError):  # a peer or the store is gone already: nothing to wait for
         pass
-
-
-def _connect_store(*, rank: int, master_addr: str, master_port: int, timeout_s: float) -> dist.TCPStore:
-    timeout = datetime.timedelta(seconds=timeout_s)
-    if rank == 0:
-        listener = _bind_listener(master_addr, master_port)
-        store = dist.TCPStore(
-            master_addr, master_port, is_master=True, timeout=timeout,
-            wait_for_workers=False, master_listen_fd=listener.detach(),
-        )
-        return store
-    try:
-        return dist.TCPStore(master_addr, master_port, is_master=False, timeout=timeout)
-    except (RuntimeError, dist.DistError) as err:
-        raise CollectiveTimeoutError(
-            f"[rank {rank}] Could not reach the chief (rank 0) at {master_addr}:{master_port} within "
-            f"{timeout_s:g}s: it did not start, died, or is not reachable from here. Check that rank 0 "
-            f"is running and that MASTER_ADDR/MASTER_PORT (or TF_CONFIG) name it. "
-            f"Received: master_addr={master_addr!r}, master_port={master_port}, timeout_s={timeout_s:g}",
-            operation="rendezvous", rank=rank, timeout_s=timeout_s,
-        ) from err
-
-
-def _bind_listener(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as err:
-        sock.close()
-        raise OSError(
-            f"[rank 0] Cannot listen on {host}:{port} for the job's rendezvous: {err.strerror}. "
-            f"Pick a free port (MASTER_PORT, or the launcher's --master-port). Received: master_port={port}"
-        ) from err
-    sock.listen(128)
-    return sock
-
-
-def _wait_for_ranks(store: dist.Store, *, rank: int, world_size: int, timeout_s: float) -> None:
-    store.set(_JOIN_KEY.format(rank=rank), "1")
-    deadline = time.monotonic() + timeout_s
-    keys = [_JOIN_KEY.format(rank=r) for r in range(world_size)]
-    while True:
-        try:
-            if store.check(keys):
-                return
-        except (RuntimeError, dist.DistError) as err:
-            raise CollectiveTimeoutError(
-                f"[rank {rank}/{world_size}] Lost the connection to the chief (rank 0) during rendezvous: "
-                "it probably exited. Received: operation='rendezvous'",
-                operation="rendezvous", rank=rank, timeout_s=timeout_s,
-            ) from err
-        if time.monotonic() >= deadline:
-            missing = [r for r, key in enumerate(keys) if not store.check([key])]
-            raise CollectiveTimeoutError(
-                f"[rank {rank}/{world_size}] Rank(s) {missing} did not join the job within {timeout_s:g}s, "
-                "so training cannot start (every step needs all replicas). Start the missing worker(s), "
-                "or raise the timeout with CommunicationOptions(timeout_seconds=...) or "
-                f"STRATAGEM_TIMEOUT_S. Received: missing_ranks={missing}, world_size={world_size}",
-                operation="rendezvous", rank=rank, timeout_s=timeout_s,
-            )
-        time.sleep(0.05)
 
 
 def any_rank(flags: Sequence[bool], *, key: str, timeout_s: float) -> list[bool]:
@@ -230,16 +174,3 @@ def wrap_ddp(module: nn.Module, *, device: torch.device, bucket_cap_mb: float | 
     )
     register_compression(ddp, compression)
     return ddp
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        infos = socket.getaddrinfo(host, None)
-    except OSError:
-        return False
-    return all(str(info[4][0]).startswith("127.") or str(info[4][0]) == "::1" for info in infos)
-
-
-def _loopback_interface() -> str:
-    names = [name for _, name in socket.if_nameindex() if name.startswith("lo")]
-    return names[0] if names else "lo"

@@ -42,6 +42,7 @@ from stratagem.distribute.cluster import CHIEF, PS, WORKER, ClusterResolver, TFC
 from stratagem.distribute.input_context import InputContext
 from stratagem.distribute.options import CommunicationOptions
 from stratagem.distribute.ps import wire
+from stratagem.distribute.ps.auth import Credentials
 from stratagem.distribute.ps.client import PSClient, ShardedVariables
 from stratagem.distribute.ps.server import optimizer_spec
 from stratagem.distribute.strategy import Strategy
@@ -130,6 +131,11 @@ class ParameterServerStrategy(Strategy):
         return self._chief_address
 
     @property
+    def credentials(self) -> Credentials:
+        """What this task's calls prove and its servers check: the job's secret (and TLS files), from the environment."""
+        return self._credentials
+
+    @property
     def timeout_s(self) -> float:
         """Bound of every call to a server and of every wait for a worker or the chief."""
         return self._timeout_s
@@ -168,12 +174,13 @@ class ParameterServerStrategy(Strategy):
         self._task_type, self._task_id = str(resolver.task_type), int(resolver.task_id or 0)
         self._num_workers = len(spec[WORKER])
         self._chief_address = spec[CHIEF][0]
+        self._credentials = Credentials.from_environ()
         if self._task_type == PS:
             from stratagem.distribute.ps.serve import serve
 
-            sys.exit(serve(spec[PS][self._task_id], name=f"ps {self._task_id}"))
-        clients = [PSClient(address, timeout_s=self._timeout_s, name=f"ps {i} at {address}")
-                   for i, address in enumerate(spec[PS])]
+            sys.exit(serve(spec[PS][self._task_id], name=f"ps {self._task_id}", credentials=self._credentials))
+        clients = [PSClient(address, timeout_s=self._timeout_s, name=f"ps {i} at {address}",
+                            credentials=self._credentials) for i, address in enumerate(spec[PS])]
         self._variables = ShardedVariables(clients, self._partitioner)
 
     @override

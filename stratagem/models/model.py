@@ -33,6 +33,8 @@ from stratagem.models.data_adapter import (
 )
 from stratagem.models.fit_state import FitState
 from stratagem.models.gradient_step import GradientStep, in_float32
+from stratagem.models.keras_compile import from_keras
+from stratagem.models.keras_model import KerasModule, is_keras_layer
 from stratagem.models.runners import CoordinatedRunner, LocalRunner
 
 
@@ -54,6 +56,9 @@ class Model:
     """
 
     def __init__(self, module: nn.Module, *, name: str | None = None) -> None:
+        if is_keras_layer(module):  # a Keras 3 model: its torch view, each weight once (keras_model.py)
+            module = KerasModule(module)
+            name = name or module.keras_model.name
         if not isinstance(module, nn.Module):
             raise TypeError(f"Model wraps a torch.nn.Module. Received: module of type {type(module).__name__}")
         self.module = module
@@ -119,6 +124,7 @@ class Model:
         """
         if context.has_strategy():
             self._strategy = context.get_strategy()
+        optimizer, loss, metrics, weighted_metrics = from_keras(optimizer, loss, metrics, weighted_metrics)
         self.compiled_loss = CompiledLoss(loss) if loss is not None else None
         self.compiled_metrics = CompiledMetrics(list(metrics or []), list(weighted_metrics or []))
         self._train_module = self._strategy.distribute_module(self.module)
@@ -132,7 +138,10 @@ class Model:
         if (auto_scale_loss and self.dtype_policy.name == "mixed_float16"
                 and not isinstance(self.optimizer, mixed_precision.LossScaleOptimizer)):
             self.optimizer = mixed_precision.LossScaleOptimizer(self.optimizer)
-        self._updater = self._strategy.distribute_optimizer(self.optimizer.build(self.module.parameters(), self._strategy.device))
+        # As Keras builds its optimizer over trainable_variables: frozen weights get no optimizer state, and no
+        # strategy's step (CentralStorage fills missing gradients with zeros) can decay them.
+        trainable = (p for p in self.module.parameters() if p.requires_grad)
+        self._updater = self._strategy.distribute_optimizer(self.optimizer.build(trainable, self._strategy.device))
         self._gradient_step = GradientStep(self._strategy, self.optimizer, self._updater, self._train_module,
                                            self.dtype_policy)
         self._forward = self.module
@@ -293,7 +302,6 @@ class Model:
             # The same on every replica: they agree on each skip.
             logs["skipped_steps"] = float(self.optimizer.skipped_steps)
         return logs
-
 
     def get_weights(self) -> list[np.ndarray]:
         """The module's state (parameters and buffers) as numpy arrays."""
