@@ -40,8 +40,10 @@ def run_workers(fn: Callable[..., Any], world_size: int = 2, *, args: tuple = ()
     ctx = mp.get_context("spawn")
     results: mp.Queue = ctx.Queue()
     port = find_free_port("127.0.0.1")
+    # NOTE: not daemonic: a worker may start processes of its own (a parallel map's workers), which
+    # multiprocessing forbids a daemon; the finally below kills every worker whatever happens.
     processes = [
-        ctx.Process(target=_worker_main, args=(fn, rank, world_size, port, args, env or {}, timeout_s, results), daemon=True)
+        ctx.Process(target=_worker_main, args=(fn, rank, world_size, port, args, env or {}, timeout_s, results))
         for rank in range(world_size)
     ]
     for process in processes:
