@@ -22,7 +22,6 @@ from stratagem.distribute.input_context import InputContext
 from stratagem.distribute.options import CommunicationOptions
 from stratagem.distribute.strategy import Strategy
 from stratagem.distribute.values import ReduceOp
-from stratagem import _launched
 
 
 class CollectiveStrategy(Strategy):
@@ -80,7 +79,6 @@ class CollectiveStrategy(Strategy):
             return module.no_sync()
         return contextlib.nullcontext()
 
-
     @override
     def _all_reduce(self, tensor: torch.Tensor, op: ReduceOp) -> torch.Tensor:
         if self._num_replicas == 1:
@@ -105,14 +103,5 @@ class CollectiveStrategy(Strategy):
     @override
     def _teardown(self) -> None:
         if self._owns_group:
-            # Rank 0 serves the rendezvous store: leaving before the others are done
-            # could fail their own exit, so a clean exit waits for everyone. Not after
-            # a crash: the peers may be inside a collective that never matches a barrier.
-            clean = not _launched.crashed()
-            if clean:
-                try:
-                    dist.barrier()
-                except Exception:  # a peer is already gone: nothing left to wait for
-                    clean = False
-            collectives.destroy_process_group(graceful=clean)
+            collectives.leave_process_group()
             self._owns_group = False

@@ -19,9 +19,10 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from stratagem.distribute import _rendezvous
-from stratagem.distribute._interfaces import choose_gloo_interface
 from stratagem.distribute.compression import Compression, register_compression
+from stratagem.distribute import _rendezvous, job_secret
+from stratagem.distribute._interfaces import choose_gloo_interface
+from stratagem import _launched
 from stratagem.errors import CollectiveTimeoutError
 
 def init_process_group(
@@ -43,6 +44,8 @@ def init_process_group(
     # reaches the chief, whatever this host's name resolves to (see _interfaces).
     _, address = choose_gloo_interface(master_addr) if backend == "gloo" else (None, None)
     store = _rendezvous.connect_store(rank=rank, master_addr=master_addr, master_port=master_port, timeout_s=timeout_s)
+    # The job's keys live under a prefix only holders of the job's secret can name (job_secret).
+    store = dist.PrefixStore(job_secret.store_prefix(master_addr), store)
     _rendezvous.wait_for_ranks(store, rank=rank, world_size=world_size, timeout_s=timeout_s, peers=peers)
     addresses = _rendezvous.exchange_addresses(store, rank=rank, world_size=world_size, address=address,
                                                master_addr=master_addr, peers=peers)
@@ -91,6 +94,20 @@ def destroy_process_group(*, graceful: bool = False, timeout_s: float = 10.0) ->
             time.sleep(0.02)
     except (RuntimeError, dist.DistError):  # a peer or the store is gone already: nothing to wait for
         pass
+
+
+def leave_process_group() -> None:
+    """Leaves the group ``init_process_group`` joined: after every rank arrives on a clean exit, at once after a crash."""
+    # Rank 0 serves the rendezvous store: leaving before the others are done could fail their own
+    # exit, so a clean exit waits for everyone. Not after a crash: the peers may be inside a
+    # collective that never matches a barrier.
+    clean = not _launched.crashed()
+    if clean:
+        try:
+            dist.barrier()
+        except Exception:  # a peer is already gone: nothing left to wait for
+            clean = False
+    destroy_process_group(graceful=clean)
 
 
 def any_rank(flags: Sequence[bool], *, key: str, timeout_s: float) -> list[bool]:

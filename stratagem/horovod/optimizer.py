@@ -1,0 +1,231 @@
+"""Horovod's ``DistributedOptimizer``: all-reduce each gradient as soon as backward has produced it.
+
+A hook on every parameter fires when its gradient is accumulated; after
+``backward_passes_per_step`` backward passes the gradient's asynchronous
+all-reduce starts, overlapping the rest of backward. ``step()`` (or
+``synchronize()``) waits for them, writes the averaged gradients back into
+``.grad`` and then runs the wrapped optimizer's step.
+
+Unlike Horovod, which subclasses the user's optimizer class on the fly, this
+wraps it (house style: wrap, never patch): ``param_groups``, ``state`` and
+``defaults`` are the wrapped optimizer's, so learning-rate schedulers and
+checkpoints work on either object, but ``isinstance(opt, torch.optim.SGD)``
+is false for the wrapper.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import torch
+
+from stratagem.horovod import ops
+from stratagem.horovod.basics import ProcessSet, global_process_set
+from stratagem.horovod.compression import Compression, Compressor
+
+__all__ = ["DistributedOptimizer"]
+
+
+class DistributedOptimizer(torch.optim.Optimizer):
+    """Wraps ``optimizer`` so that ``step()`` applies gradients averaged over every process.
+
+    Each process computes gradients on its own batch; the result of
+    ``step()`` is the same on every process, and equals one process stepping
+    on the union of the batches when each loss is a mean over its batch.
+    With ``backward_passes_per_step=k``, gradients of k backward passes are
+    summed locally (scale each loss by 1/k for their mean) and all-reduced once.
+
+    Args:
+        optimizer: The torch optimizer to wrap.
+        named_parameters: ``model.named_parameters()``; names appear in
+            error messages. Default: the optimizer's parameters, unnamed.
+        compression: ``Compression.none`` or ``Compression.fp16`` (gradients
+            sent as float16), or a ``Compressor`` of your own.
+        backward_passes_per_step: Backward passes accumulated locally before
+            the all-reduce.
+        op: ``hvd.Average`` (default) or ``hvd.Sum``; ``hvd.Adasum`` raises
+            ``NotImplementedError``.
+        gradient_predivide_factor: With ``op=Average``, gradients are divided
+            by this before the sum and by ``size / factor`` after (Horovod's split).
+        process_set: Average over a registered ``ProcessSet`` only.
+
+    Raises:
+        ValueError: If ``named_parameters`` is malformed, misses a parameter of
+            the optimizer, or repeats a name; for a non-positive
+            ``backward_passes_per_step``; for a predivide factor with ``op`` other than ``Average``.
+
+    Example:
+        >>> optimizer = torch.optim.SGD(model.parameters(), lr=0.01 * hvd.size())  # doctest: +SKIP
+        >>> optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())  # doctest: +SKIP
+        >>> loss.backward(); optimizer.step()  # doctest: +SKIP
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer,
+                 named_parameters: Iterable[tuple[str, torch.nn.Parameter]] | None = None,
+                 compression: type[Compressor] = Compression.none, backward_passes_per_step: int = 1,
+                 op: ops.ReduceOp | str = ops.Average, gradient_predivide_factor: float = 1.0,
+                 process_set: ProcessSet = global_process_set) -> None:
+        # NOTE: no super().__init__: the wrapped optimizer owns param_groups, state and hooks.
+        self._optimizer = optimizer
+        self._op = ops._resolve_op(None, op)
+        if backward_passes_per_step < 1:
+            raise ValueError(f"backward_passes_per_step must be at least 1. "
+                             f"Received: backward_passes_per_step={backward_passes_per_step}")
+        if gradient_predivide_factor != 1.0 and self._op is not ops.Average:
+            raise ValueError(f"gradient_predivide_factor splits an average, so it needs op=hvd.Average. "
+                             f"Received: op={self._op.value}, gradient_predivide_factor={gradient_predivide_factor}")
+        self._compression = compression
+        self._backward_passes_per_step = backward_passes_per_step
+        self._predivide = gradient_predivide_factor
+        self._process_set = process_set
+        self._names = _parameter_names(optimizer, named_parameters)
+        self._order: list[torch.Tensor] = []  # the order every rank launches all-reduces in
+        self._delay: dict[torch.Tensor, int] = {}
+        self._handles: dict[torch.Tensor, tuple[int, Any, torch.Tensor]] = {}
+        self._next = 0  # index into _order of the next gradient to launch
+        self._hooks: list[Any] = []
+        self._should_synchronize = True
+        self._synchronized = False
+        self._watch(p for group in optimizer.param_groups for p in group["params"])
+
+    # The wrapped optimizer's state, seen through this object (load_state_dict replaces its containers).
+    @property  # type: ignore[override]
+    def param_groups(self) -> list[dict[str, Any]]:
+        return self._optimizer.param_groups
+
+    @property  # type: ignore[override]
+    def state(self) -> Any:
+        return self._optimizer.state
+
+    @property  # type: ignore[override]
+    def defaults(self) -> dict[str, Any]:
+        return self._optimizer.defaults
+
+    def __getattr__(self, name: str) -> Any:
+        # Optimizer's own methods reach for private attributes (hook tables) set in its __init__.
+        if name == "_optimizer":
+            raise AttributeError(name)
+        return getattr(self._optimizer, name)
+
+    def _watch(self, parameters: Iterable[torch.Tensor]) -> None:
+        fresh = [p for p in parameters if p.requires_grad and p not in self._delay]
+        # NOTE: torch.distributed pairs collectives by call order, not by name as Horovod's
+        # coordinator does, so every rank must launch the gradients' all-reduces in one fixed
+        # order. Backward reaches the last layers first, hence the reversed parameter order.
+        self._order = list(reversed(fresh)) + self._order
+        for p in fresh:
+            self._delay[p] = self._backward_passes_per_step
+            self._hooks.append(p.register_post_accumulate_grad_hook(self._on_gradient))
+
+    def _on_gradient(self, p: torch.Tensor) -> None:
+        if p.grad is not None and p.grad.requires_grad:
+            raise RuntimeError("DistributedOptimizer does not support backward(create_graph=True): the gradients "
+                               "it all-reduces must not require grad.")
+        if self._delay[p] == 0:
+            raise RuntimeError(
+                f"Gradients of {self._names.get(p, 'a parameter')!r} were computed more than "
+                f"backward_passes_per_step={self._backward_passes_per_step} times before step(): the extra "
+                "pass would miss the all-reduce. Raise backward_passes_per_step, or call step() (or "
+                "synchronize()) after every backward_passes_per_step backward passes.")
+        self._delay[p] -= 1
+        # Launch every gradient that is ready and next in the fixed order.
+        while self._next < len(self._order) and self._delay[self._order[self._next]] == 0:
+            self._launch(self._order[self._next])
+
+    def _launch(self, p: torch.Tensor) -> None:
+        if p.grad is None:  # unused on this rank, maybe used on another: every rank must send something
+            p.grad = torch.zeros_like(p)
+        compressed, context = self._compression.compress(p.grad)
+        prescale, postscale = (1.0 / self._predivide, self._predivide) if self._op is ops.Average else (1.0, 1.0)
+        handle = ops.allreduce_async_(compressed, op=self._op, prescale_factor=prescale, postscale_factor=postscale,
+                                      process_set=self._process_set)
+        self._handles[p] = (handle, context, compressed)
+        self._next += 1
+
+    def synchronize(self) -> None:
+        """Waits for every gradient's all-reduce (starting those not yet started) and writes the results to ``.grad``."""
+        while self._next < len(self._order):
+            self._launch(self._order[self._next])
+        for p in self._order:
+            handle, context, compressed = self._handles.pop(p)
+            reduced = self._compression.decompress(ops.synchronize(handle), context)
+            if reduced is not p.grad:
+                p.grad.copy_(reduced)  # type: ignore[union-attr]
+            self._delay[p] = self._backward_passes_per_step
+        self._next = 0
+        self._synchronized = True
+
+    @contextlib.contextmanager
+    def skip_synchronize(self) -> Iterator[None]:
+        """Within this block ``step()`` does not synchronize: call ``synchronize()`` yourself before it.
+
+        Example:
+            >>> optimizer.synchronize()  # doctest: +SKIP
+            >>> torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # doctest: +SKIP
+            >>> with optimizer.skip_synchronize():  # doctest: +SKIP
+            ...     optimizer.step()
+        """
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def step(self, closure: Callable[[], float] | None = None) -> Any:  # type: ignore[override]
+        """Synchronizes the gradients (unless in ``skip_synchronize``), then steps the wrapped optimizer."""
+        if self._should_synchronize:
+            if self._synchronized:
+                warnings.warn("optimizer.step() was called after optimizer.synchronize() outside "
+                              "optimizer.skip_synchronize(): the gradients are all-reduced a second time. Wrap "
+                              "step() in `with optimizer.skip_synchronize():` after synchronize().", stacklevel=2)
+            self.synchronize()
+        self._synchronized = False
+        return self._optimizer.step(closure) if closure is not None else self._optimizer.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clears the gradients; refused while their all-reduces are in flight."""
+        if self._handles:
+            raise RuntimeError(
+                "optimizer.zero_grad() was called after loss.backward() but before optimizer.step() or "
+                "optimizer.synchronize(): all-reduces still writing into the gradients would race with it. "
+                "Call zero_grad() before backward, or after step().")
+        self._optimizer.zero_grad(set_to_none=set_to_none)
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Adds a parameter group to the wrapped optimizer and all-reduces its gradients too."""
+        self._optimizer.add_param_group(param_group)
+        self._watch(self._optimizer.param_groups[-1]["params"])
+
+    def state_dict(self) -> dict[str, Any]:
+        return self._optimizer.state_dict()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._optimizer.load_state_dict(state_dict)
+
+    def __repr__(self) -> str:
+        return f"DistributedOptimizer({self._optimizer!r})"
+
+
+def _parameter_names(optimizer: torch.optim.Optimizer,
+                     named_parameters: Iterable[tuple[str, torch.nn.Parameter]] | None) -> dict[torch.Tensor, str]:
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    if named_parameters is None:
+        return {p: f"allreduce.noname.{i}" for i, p in enumerate(params)}
+    pairs = list(named_parameters)
+    if not all(isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str) for pair in pairs):
+        raise ValueError("named_parameters should be a sequence of (name, parameter) tuples, usually "
+                         "model.named_parameters(). Received: " + repr([type(p).__name__ for p in pairs[:3]]))
+    names = [name for name, _ in pairs]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise ValueError(f"Parameter names in named_parameters must be unique. Received duplicates: {duplicates}")
+    named = {p: name for name, p in pairs}
+    unnamed = [i for i, p in enumerate(params) if p not in named]
+    if unnamed:
+        raise ValueError("named_parameters was given, but some of the optimizer's parameters are not in it, so "
+                         "their gradients could not be matched. Pass the named_parameters of the model the "
+                         f"optimizer trains. Received: unnamed optimizer parameter indexes={unnamed[:10]}")
+    return named
