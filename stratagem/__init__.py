@@ -24,10 +24,11 @@ from stratagem import mixed_precision
 from stratagem.models import Model
 from stratagem import estimator, image, io, lookup, strings
 from stratagem.data.tensor_ops import one_hot
+from stratagem.distribute import ShardedDataParallelStrategy
 
 from stratagem._version import __version__
 
 __all__ = [
-    "Model", "callbacks", "checkpoint", "data", "datasets", "distribute", "errors", "losses", "metrics", "mixed_precision", "nn",
+    "Model", "ShardedDataParallelStrategy", "callbacks", "checkpoint", "data", "datasets", "distribute", "errors", "losses", "metrics", "mixed_precision", "nn",
     "optimizers", "train", "__version__", "estimator", "image", "io", "lookup", "one_hot", "strings",
 ]

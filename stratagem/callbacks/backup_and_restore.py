@@ -10,12 +10,17 @@ its process exits costs nothing: the launcher's restart
 while any fresh run deletes it and starts over, as in Keras. The backup is written by the chief, atomically; the two newest
 are kept, and a damaged newest one falls back to the one before with a
 warning. Every replica must see ``backup_dir`` (a shared folder across hosts).
+Under a strategy that shards the weights (``ShardedDataParallelStrategy``)
+every replica also writes its shards to ``backup-N.shards/`` beside
+``backup-N.pt``; the file is written after the folder is complete, so it marks
+a whole backup, and the backup restores onto any number of replicas.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import warnings
 from pathlib import Path
 from typing import Any
@@ -66,7 +71,7 @@ class BackupAndRestore(Callback):
             if state.get("completed") and not restart_count():  # not restarted by `stratagem run --max-restarts`
                 self._delete_all()  # a finished job run again: start fresh, as Keras does
                 return
-            training_state.restore(self.model, self.fit_state, self._others(), state)
+            training_state.restore(self.model, self.fit_state, self._others(), state, shards_dir=_shards_dir(path))
             if state.get("completed"):  # the same job, restarted after its training had finished
                 self.fit_state.finish()
             self._counter = int(_NAME.match(path.name).group(1))  # type: ignore[union-attr]
@@ -87,19 +92,21 @@ class BackupAndRestore(Callback):
             self._backup(completed=True, keep=1)
 
     def _backup(self, *, completed: bool = False, keep: int = _KEEP) -> None:
-        state = training_state.capture(self.model, self.fit_state, self._others())  # a collective: every replica calls it
+        self._counter += 1  # on every replica: all of them write shards under this number when sharded
+        path = self.backup_dir / f"backup-{self._counter}.pt"
+        state = training_state.capture(self.model, self.fit_state, self._others(),
+                                       shards_dir=_shards_dir(path))  # a collective: every replica calls it
         if not self.model.distribute_strategy.is_chief:
             return
         state["completed"] = completed
-        self._counter += 1
-        save_state(self.backup_dir / f"backup-{self._counter}.pt", state)
+        save_state(path, state)
         for old in self._backups_newest_first()[keep:]:
-            old.unlink(missing_ok=True)
+            _remove_backup(old)
 
     def _delete_all(self) -> None:
         if self.model.distribute_strategy.is_chief:
             for path in self._backups_newest_first():
-                path.unlink(missing_ok=True)
+                _remove_backup(path)
 
     def _others(self) -> list[Any]:
         return [c for c in self.fit_state.callbacks if c is not self]
@@ -109,3 +116,13 @@ class BackupAndRestore(Callback):
             return []
         found = [(int(m.group(1)), p) for p in self.backup_dir.iterdir() if (m := _NAME.match(p.name))]
         return [p for _, p in sorted(found, reverse=True)]
+
+
+def _shards_dir(path: Path) -> Path:
+    """Where the replicas' shards of backup ``path`` go, when the strategy shards the weights."""
+    return path.with_name(f"{path.stem}.shards")
+
+
+def _remove_backup(path: Path) -> None:
+    path.unlink(missing_ok=True)  # the file first: without it, the shards are no backup
+    shutil.rmtree(_shards_dir(path), ignore_errors=True)

@@ -6,12 +6,16 @@ the epoch's metrics, every replica's torch RNG state (gathered to the chief),
 the numpy and Python RNG states of the chief, the state of the other callbacks
 (``get_state()`` / ``set_state()``) and state the strategy holds elsewhere
 (``HoldsRemoteState``: parameter servers). Capturing is one collective (the
-RNG gather), so every replica calls it; only the chief writes the file.
+RNG gather), so every replica calls it; only the chief writes the file. Under a
+strategy that ``ShardsVariables`` no process holds all the weights and optimizer
+state: every replica writes its shards to a folder beside the file
+(``checkpoint.sharded``), and the file holds the rest.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import warnings
 from typing import Any
@@ -19,21 +23,35 @@ from typing import Any
 import numpy as np
 import torch
 
-from stratagem.distribute.capabilities import HoldsRemoteState
+from stratagem.distribute.capabilities import HoldsRemoteState, ShardsVariables
 
 FORMAT_VERSION = 1
 
 
-def capture(model: Any, fit_state: Any, callbacks: list[Any]) -> dict[str, Any]:
-    """The training state of ``model`` and its ``fit_state`` now (call on every replica: it gathers RNG states)."""
+def capture(model: Any, fit_state: Any, callbacks: list[Any], *, shards_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The training state of ``model`` and its ``fit_state`` now (call on every replica: it gathers RNG states).
+
+    Under a strategy that ``ShardsVariables``, every replica first writes its
+    shards of the weights and optimizer state to ``shards_dir``; the returned
+    state then holds neither, and ``restore`` needs the same folder.
+    """
     strategy = model.distribute_strategy
+    sharded = isinstance(strategy, ShardsVariables)
+    if sharded:
+        if shards_dir is None:
+            raise ValueError(f"{type(strategy).__name__} shards the weights, so capturing the training state needs "
+                             "a folder for every replica's shards. Received: shards_dir=None")
+        from stratagem.checkpoint.sharded import save_sharded  # torch's DCP takes seconds to import: only when used
+
+        save_sharded(shards_dir, model)  # every replica writes its own shards; the folder appears complete or not at all
     all_torch_rng = _gather_rng_states(strategy)
     np_state: Any = np.random.get_state(legacy=True)  # ('MT19937', keys, pos, has_gauss, cached_gaussian)
     return {
         "format": FORMAT_VERSION,
         "world_size": strategy.num_replicas_in_sync,
-        "weights": {k: v.detach().cpu().clone() for k, v in model.module.state_dict().items()},
-        "optimizer": model.optimizer.state_dict(),
+        "sharded": sharded,
+        "weights": None if sharded else {k: v.detach().cpu().clone() for k, v in model.module.state_dict().items()},
+        "optimizer": None if sharded else model.optimizer.state_dict(),
         "position": json.dumps(fit_state.state()),
         "metrics": [[float(v) for v in metric.variables] for metric in model.metrics],
         "rng_torch": all_torch_rng,
@@ -54,13 +72,26 @@ def _gather_rng_states(strategy: Any) -> torch.Tensor:
     return strategy.reduce("sum", rows.to(strategy.device), axis=None).cpu()
 
 
-def restore(model: Any, fit_state: Any, callbacks: list[Any], state: dict[str, Any]) -> None:
-    """Puts ``model``, its optimizer, ``fit_state``, RNGs and callbacks back as captured."""
+def restore(model: Any, fit_state: Any, callbacks: list[Any], state: dict[str, Any], *,
+            shards_dir: str | os.PathLike[str] | None = None) -> None:
+    """Puts ``model``, its optimizer, ``fit_state``, RNGs and callbacks back as captured.
+
+    A sharded state's weights and optimizer state come from ``shards_dir``
+    (resharded onto this job's replicas, which may be more or fewer).
+    """
     strategy = model.distribute_strategy
     if isinstance(strategy, HoldsRemoteState):
         strategy.restore_remote_state(state.get("strategy"))
-    model.module.load_state_dict(state["weights"])
-    model.optimizer.load_state_dict(state["optimizer"])
+    if state.get("sharded"):
+        if shards_dir is None:
+            raise ValueError("This training state was captured with sharded weights, so restoring it needs the folder "
+                             "of their shards. Received: shards_dir=None")
+        from stratagem.checkpoint.sharded import load_sharded
+
+        load_sharded(shards_dir, model)  # a collective: every replica reads the pieces its shards cover
+    else:
+        model.module.load_state_dict(state["weights"])
+        model.optimizer.load_state_dict(state["optimizer"])
     fit_state.restore(json.loads(state["position"]))
     for metric, values in zip(model.metrics, state["metrics"]):
         for variable, value in zip(metric.variables, values):

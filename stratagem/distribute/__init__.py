@@ -14,13 +14,14 @@ from stratagem.distribute.context import get_strategy, has_strategy
 from stratagem.distribute.input_context import InputContext
 from stratagem.distribute.input_lib import DistributedDataset, InputOptions
 from stratagem.distribute.capabilities import (
-    AppliesUpdates, DistributedOptimizer, HoldsRemoteState, SchedulesSteps, SupportsNoSync,
+    AppliesUpdates, DistributedOptimizer, HoldsRemoteState, SchedulesSteps, ShardsVariables, SupportsNoSync,
 )
 from stratagem.distribute.compression import PowerSGD
 from stratagem.distribute.mirrored import MirroredStrategy
 from stratagem.distribute.multi_worker import MultiWorkerMirroredStrategy
 from stratagem.distribute.one_device import OneDeviceStrategy
 from stratagem.distribute.options import CommunicationImplementation, CommunicationOptions
+from stratagem.distribute.sharded_data_parallel import ShardedDataParallelStrategy
 from stratagem.distribute.ps.partitioners import FixedShardsPartitioner, MaxSizePartitioner, MinSizePartitioner
 from stratagem.distribute.strategy import Strategy
 from stratagem.distribute.values import PerReplica, ReduceOp
@@ -46,6 +47,6 @@ __all__ = [
     "AppliesUpdates", "DistributedDataset", "PowerSGD", "SupportsNoSync", "InputOptions", "DistributedOptimizer", "HoldsRemoteState", "SchedulesSteps",
     "CentralStorageStrategy", "ClusterCoordinator", "ParameterServerStrategy", "PerWorkerValues", "RemoteValue", "ClusterResolver", "ClusterSpec", "CommunicationImplementation", "CommunicationOptions", "FixedShardsPartitioner", "InputContext", "MaxSizePartitioner", "MinSizePartitioner",
     "MirroredStrategy", "MultiWorkerMirroredStrategy", "OneDeviceStrategy", "PerReplica", "ReduceOp",
-    "SimpleClusterResolver", "SlurmClusterResolver", "Strategy", "TFConfigClusterResolver",
+    "ShardedDataParallelStrategy", "ShardsVariables", "SimpleClusterResolver", "SlurmClusterResolver", "Strategy", "TFConfigClusterResolver",
     "TorchrunClusterResolver", "get_strategy", "has_strategy", "resolve_cluster",
 ]

@@ -13,6 +13,9 @@ training loop asks "can this strategy do X?" and never "is this strategy Y?":
   (on parameter servers), so a training checkpoint captures it too.
 - ``SupportsNoSync``: backward can keep gradients local for a while (DDP's
   ``no_sync``), so gradient accumulation communicates once per update.
+- ``ShardsVariables``: each replica holds only a shard of every variable and of
+  the optimizer state (ShardedDataParallel), so no single process can write the
+  training state: every replica writes its shards (``stratagem.checkpoint.sharded``).
 """
 
 from __future__ import annotations
@@ -51,6 +54,15 @@ class HoldsRemoteState(Protocol):
 
     def restore_remote_state(self, state: Any) -> None:
         """Puts back what ``capture_remote_state`` returned."""
+        ...
+
+
+@runtime_checkable
+class ShardsVariables(Protocol):
+    """Each replica holds a shard of every variable and of the optimizer state, not a copy."""
+
+    def full_state_dict(self, module: torch.nn.Module) -> dict[str, torch.Tensor]:
+        """The module's whole state (parameters and buffers) on every replica, on the CPU: a collective."""
         ...
 
 

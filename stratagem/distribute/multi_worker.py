@@ -46,22 +46,30 @@ class MultiWorkerMirroredStrategy(CollectiveStrategy):
 
     @override
     def _resolve(self) -> tuple[int, int, int, int, str, int, torch.device]:
-        resolver = self._cluster_resolver
-        if resolver is None:
-            return 0, 1, 0, 1, "127.0.0.1", 0, replica_device(0)
-        spec = resolver.cluster_spec().as_dict()
-        if spec.get("ps"):
-            raise ConfigurationError(
-                "The cluster has 'ps' tasks, which MultiWorkerMirroredStrategy does not use: it "
-                "all-reduces among chief and worker tasks. Use ParameterServerStrategy for a cluster "
-                f"with parameter servers, or remove 'ps'. Received: ps={spec['ps']!r}"
-            )
-        if resolver.rank is None:
-            raise ConfigurationError(
-                f"This task ({resolver.task_type!r}, index {resolver.task_id}) is not a chief or worker, so "
-                "it has no replica in MultiWorkerMirroredStrategy. Run evaluator tasks without this "
-                f"strategy. Received: task_type={resolver.task_type!r}"
-            )
-        return (resolver.rank, resolver.world_size, resolver.local_rank, resolver.local_world_size,
-                resolver.master_addr, resolver.master_port, replica_device(resolver.local_rank))
+        return resolve_workers(self._cluster_resolver, type(self).__name__)
 
+
+def resolve_workers(resolver: ClusterResolver | None, strategy_name: str) -> tuple[int, int, int, int, str, int, torch.device]:
+    """This process's place among the chief and worker tasks of ``resolver``'s cluster.
+
+    Returns (rank, world_size, local_rank, local_world_size, master_addr,
+    master_port, device); one worker on this host's first device if there is no
+    resolver. Shared by the strategies whose every chief and worker task is one replica.
+    """
+    if resolver is None:
+        return 0, 1, 0, 1, "127.0.0.1", 0, replica_device(0)
+    spec = resolver.cluster_spec().as_dict()
+    if spec.get("ps"):
+        raise ConfigurationError(
+            f"The cluster has 'ps' tasks, which {strategy_name} does not use: it "
+            "all-reduces among chief and worker tasks. Use ParameterServerStrategy for a cluster "
+            f"with parameter servers, or remove 'ps'. Received: ps={spec['ps']!r}"
+        )
+    if resolver.rank is None:
+        raise ConfigurationError(
+            f"This task ({resolver.task_type!r}, index {resolver.task_id}) is not a chief or worker, so "
+            f"it has no replica in {strategy_name}. Run evaluator tasks without this "
+            f"strategy. Received: task_type={resolver.task_type!r}"
+        )
+    return (resolver.rank, resolver.world_size, resolver.local_rank, resolver.local_world_size,
+            resolver.master_addr, resolver.master_port, replica_device(resolver.local_rank))

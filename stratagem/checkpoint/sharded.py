@@ -1,0 +1,264 @@
+"""Sharded checkpoints: every replica writes and reads its own shards (``torch.distributed.checkpoint``).
+
+For ``ShardedDataParallelStrategy``, whose variables and optimizer state no
+single process holds; it works under every strategy. A checkpoint is a folder
+of per-rank files plus DCP's ``.metadata``; it loads onto any number of
+replicas (DCP reshards: each replica reads the pieces of the global tensors its
+own shards cover). Written atomically: every rank writes into
+``.<name>.partial``, and only when all have finished does the chief rename it
+to ``<name>``, so a folder with the final name is always complete. Read safely:
+DCP's metadata is a pickle, read here by an unpickler that admits only DCP's
+metadata classes, and its non-tensor items (optimizer hyperparameters) are
+checked with ``torch.load(weights_only=True)`` before they are loaded. The
+file-per-process training state of ``BackupAndRestore`` is ``state.py``'s.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import io
+import os
+import pickle
+import shutil
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from typing_extensions import override
+
+from stratagem.checkpoint.io import fsync_path
+from stratagem.errors import CheckpointError
+
+_METADATA_FILE = ".metadata"  # DCP's name for the file its coordinator writes last
+
+
+class ShardedCheckpoint:
+    """Saves and restores a model's weights and optimizer state, each replica its own shards.
+
+    The sharded counterpart of ``tf.train.Checkpoint(model=..., optimizer=...)``:
+    every replica calls ``save``/``restore`` at the same point (they are
+    collectives); each writes only the shards it holds. A checkpoint saved by N
+    replicas restores onto any number of replicas, under any strategy.
+
+    Args:
+        model: A compiled ``stratagem.Model``.
+
+    Example:
+        >>> checkpoint = stratagem.checkpoint.ShardedCheckpoint(model)  # doctest: +SKIP
+        >>> checkpoint.save("/shared/ckpt/step-100")  # doctest: +SKIP
+        >>> future = checkpoint.save("/shared/ckpt/step-200", async_save=True)  # training goes on  # doctest: +SKIP
+        >>> checkpoint.restore("/shared/ckpt/step-200")  # waits for the save first  # doctest: +SKIP
+    """
+
+    def __init__(self, model: Any) -> None:
+        if model.optimizer is None or model.optimizer.torch_optimizer is None:
+            raise ValueError("ShardedCheckpoint saves the optimizer state too: call model.compile() first. "
+                             "Received: a model that is not compiled")
+        self._model = model
+        self._pending: concurrent.futures.Future[str] | None = None
+        self._group: Any = None  # the gloo group of background saves, made at the first one
+
+    def save(self, directory: str | os.PathLike[str], *, async_save: bool = False) -> concurrent.futures.Future[str] | None:
+        """Writes the checkpoint folder ``directory`` (replacing one already there); every replica calls it.
+
+        With ``async_save``, the state is copied to host memory and written in a
+        background thread (``dcp.async_save``): the returned future gives the
+        folder once every rank has written its shards and the chief has renamed
+        it into place. A later ``save`` or ``restore`` waits for it first.
+
+        Raises:
+            CheckpointError: If writing failed on some rank (from the future, when async).
+        """
+        self.wait()
+        strategy = self._model.distribute_strategy
+        target = Path(directory)
+        partial = target.parent / f".{target.name}.partial"
+        if strategy.is_chief:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(partial, ignore_errors=True)  # left by a save that crashed
+        _barrier(strategy)  # no rank writes into the partial folder before the chief has cleared it
+        state = _state_dict(self._model)
+        if not async_save:
+            try:
+                with _one_process_quietly():
+                    dcp.save(state, checkpoint_id=partial, no_dist=not dist.is_initialized())
+            except dcp.api.CheckpointException as err:
+                raise CheckpointError(f"Saving the sharded checkpoint {str(target)!r} failed on some rank: "
+                                      f"{str(err)[:500]}") from err
+            if strategy.is_chief:
+                _commit(partial, target)
+            _barrier(strategy)  # when save returns, every rank can read the folder
+            return None
+        if self._group is None and dist.is_initialized():
+            # NOTE: the background thread's collectives go through their own group, so they
+            # never interleave with the training step's collectives on the default group.
+            self._group = dist.new_group(backend="gloo")
+        with _one_process_quietly():
+            written = dcp.async_save(state, checkpoint_id=partial, process_group=self._group,
+                                     no_dist=not dist.is_initialized())
+        self._pending = _then_commit(written, partial, target, chief=strategy.is_chief)
+        return self._pending
+
+    def restore(self, directory: str | os.PathLike[str]) -> None:
+        """Loads a checkpoint written by ``save``, onto this job's replicas (any number): a collective.
+
+        Raises:
+            CheckpointError: If the folder is missing or incomplete, holds
+                objects that could run code, or does not fit the model.
+        """
+        self.wait()
+        load_sharded(directory, self._model)
+
+    def wait(self) -> None:
+        """Blocks until the last asynchronous save is written (re-raising its error)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+
+def save_sharded(directory: str | os.PathLike[str], model: Any) -> None:
+    """Writes ``model``'s weights and optimizer state to the folder ``directory``, each replica its shards."""
+    ShardedCheckpoint(model).save(directory)
+
+
+def load_sharded(directory: str | os.PathLike[str], model: Any) -> None:
+    """Loads what ``save_sharded`` wrote into ``model`` and its optimizer, resharded onto this job: a collective.
+
+    Raises:
+        CheckpointError: If the folder is missing or incomplete, unsafe, or does not fit the model.
+    """
+    folder = Path(directory)
+    if not (folder / _METADATA_FILE).is_file():
+        raise CheckpointError(
+            f"No complete sharded checkpoint at {str(folder)!r} (a folder with DCP's {_METADATA_FILE}): it was "
+            "never written, or its save did not finish. Use an older checkpoint. "
+            f"Received: directory={str(folder)!r}"
+        )
+    module, optimizer = model.module, model.optimizer.torch_optimizer
+    model_state, optimizer_state = get_state_dict(module, optimizer)  # this job's shards, filled in place
+    state = {"model": model_state, "optimizer": optimizer_state}
+    try:
+        with _one_process_quietly():
+            dcp.load(state, storage_reader=_SafeReader(folder), planner=_SafeLoadPlanner(),
+                     no_dist=not dist.is_initialized())
+        set_state_dict(module, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
+    except (RuntimeError, ValueError, KeyError, pickle.UnpicklingError, dcp.api.CheckpointException) as err:
+        raise CheckpointError(
+            f"Cannot load the sharded checkpoint {str(folder)!r}: it is damaged, holds objects that could run "
+            "code, or was saved from another model or optimizer. Received: "
+            f"{type(err).__name__}: {str(err)[:300]}"
+        ) from err
+
+
+def _state_dict(model: Any) -> dict[str, Any]:
+    """The model's and optimizer's state keyed by parameter name (not id), so it reshards onto any job."""
+    optimizer = model.optimizer.torch_optimizer
+    # NOTE: get_state_dict takes one zero-gradient step with lr 0 when the optimizer has no
+    # per-parameter state yet (plain SGD), and the Keras rules count that step in their
+    # param_groups. Put the counters back in both the optimizer and what is saved.
+    groups = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
+    model_state, optimizer_state = get_state_dict(model.module, optimizer)
+    for group, saved_group, before in zip(optimizer.param_groups, optimizer_state["param_groups"], groups):
+        group.update(before)
+        saved_group.update(before)
+    return {"model": model_state, "optimizer": optimizer_state}
+
+
+@contextlib.contextmanager
+def _one_process_quietly() -> Iterator[None]:
+    """Silences DCP's warning that there is no process group: here that is a job of one replica, not a mistake."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        yield
+
+
+def _barrier(strategy: Any) -> None:
+    """Waits for every replica, through the one collective every strategy has (with its timeout)."""
+    if strategy.num_replicas_in_sync > 1:
+        strategy.reduce("sum", torch.zeros(1, device=strategy.device), axis=None)
+
+
+def _commit(partial: Path, target: Path) -> None:
+    """Renames the finished ``partial`` folder to ``target``: the step that makes the checkpoint exist."""
+    for path in partial.iterdir():  # DCP's writer fsyncs its data files; make sure of every file and the folder
+        fsync_path(path)
+    fsync_path(partial)
+    old = target.parent / f".{target.name}.old"
+    if target.exists():  # a folder cannot be renamed over a full one: move the old aside first
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(target, old)
+    os.replace(partial, target)
+    fsync_path(target.parent)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _then_commit(written: Any, partial: Path, target: Path, *, chief: bool) -> concurrent.futures.Future[str]:
+    """A future that completes once ``written`` has and the chief has renamed ``partial`` into place."""
+    done: concurrent.futures.Future[str] = concurrent.futures.Future()
+
+    def finish(future: Any) -> None:
+        try:
+            future.result()
+            if chief:
+                _commit(partial, target)
+            done.set_result(str(target))
+        except BaseException as err:  # handed to whoever waits on the future
+            done.set_exception(CheckpointError(f"Saving the sharded checkpoint {str(target)!r} failed: {err}"))
+
+    written.add_done_callback(finish)
+    return done
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    """Unpickles DCP's ``.metadata``, refusing every class but the metadata's own (no code can run)."""
+
+    _ALLOWED_MODULES = ("torch.distributed.checkpoint.metadata", "torch.distributed.checkpoint.filesystem",
+                        "torch.distributed.checkpoint.planner")
+    # A path (the checkpoint id), shapes, and torch's by-name constructors of dtypes and layouts.
+    _ALLOWED = {("torch", "Size"), ("collections", "OrderedDict"), ("torch.serialization", "_get_layout"),
+                ("pathlib", "PosixPath"), ("pathlib", "WindowsPath"), ("pathlib", "PurePosixPath")}
+
+    @override
+    def find_class(self, module: str, name: str) -> Any:
+        if module in self._ALLOWED_MODULES or (module, name) in self._ALLOWED or (module == "torch" and _is_dtype(name)):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"the checkpoint metadata names {module}.{name}, which a DCP checkpoint never "
+                                     "holds (it could run code when loaded)")
+
+
+def _is_dtype(name: str) -> bool:
+    return isinstance(getattr(torch, name, None), (torch.dtype, torch.memory_format, torch.layout))
+
+
+class _SafeReader(dcp.FileSystemReader):
+    """DCP's file reader with its metadata read by ``_MetadataUnpickler`` (DCP's own uses ``pickle.load``)."""
+
+    @override
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+        rank = kwargs.get("rank")
+        name = _METADATA_FILE if rank is None else f"__{rank}{_METADATA_FILE}"
+        with open(Path(self.path) / name, "rb") as file:
+            metadata = _MetadataUnpickler(file).load()
+        if not isinstance(metadata, Metadata):
+            raise pickle.UnpicklingError(f"{name} holds a {type(metadata).__name__}, not DCP metadata")
+        if getattr(metadata, "storage_meta", None) is None:
+            metadata.storage_meta = StorageMeta()
+        metadata.storage_meta.load_id = self.load_id
+        return metadata
+
+
+class _SafeLoadPlanner(dcp.DefaultLoadPlanner):
+    """DCP's load planner, except that non-tensor items must pass ``torch.load(weights_only=True)`` first."""
+
+    @override
+    def load_bytes(self, read_item: Any, value: io.BytesIO) -> None:
+        raw = value.read()
+        torch.load(io.BytesIO(raw), weights_only=True)  # raises on anything but tensors and plain containers
+        super().load_bytes(read_item, io.BytesIO(raw))  # the same bytes, now known to be plain data

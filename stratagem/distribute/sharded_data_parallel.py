@@ -1,0 +1,115 @@
+"""``ShardedDataParallelStrategy``: data parallelism with the variables sharded across replicas (FSDP2).
+
+Each replica trains on its share of every global batch, as under
+``MultiWorkerMirroredStrategy``, but holds only 1/N of every parameter, of its
+gradient and of the optimizer state (torch FSDP2, ``fully_shard``): a layer's
+parameters are all-gathered just before its forward and backward and freed
+after, and gradients are reduce-scattered so each replica steps only its shard.
+The job's shape comes from the same cluster resolvers (``TF_CONFIG``,
+torchrun's or SLURM's variables). Checkpoints of the sharded state are
+``stratagem.checkpoint.sharded``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from typing_extensions import override
+
+from stratagem.distribute._collective import CollectiveStrategy
+from stratagem.distribute.cluster import ClusterResolver, resolve_cluster
+from stratagem.distribute.multi_worker import resolve_workers
+from stratagem.distribute.options import CommunicationOptions
+
+
+class ShardedDataParallelStrategy(CollectiveStrategy):
+    """Synchronous data parallelism whose parameters and optimizer state are sharded (FSDP2).
+
+    For models whose parameters plus optimizer state do not fit one device:
+    with N replicas each holds about 1/N of them. Training computes exactly
+    what ``MultiWorkerMirroredStrategy`` computes (the same global-batch loss,
+    gradients summed over replicas); the price is one all-gather per layer in
+    forward and backward instead of one gradient all-reduce. Keras 3 calls the
+    data-parallel half of this ``keras.distribution.DataParallel``; its
+    ``ModelParallel`` is different (it splits each layer's computation by a
+    layout map), so the name says what this is: data parallel, variables sharded.
+
+    Every module that owns parameters is its own shard group (all-gathered on
+    its own), then the root. A parameter used outside its module's ``forward``
+    (tied weights read by another layer) is not supported by FSDP. Build the
+    optimizer through ``compile`` (a Keras name or a ``stratagem.optimizers``
+    object): the sharded parameters replace the module's at ``compile``, so a
+    torch optimizer built before it would step the old ones.
+
+    Args:
+        cluster_resolver: Where the cluster comes from; default: ``TF_CONFIG``,
+            then torchrun's variables, then SLURM's, else a single worker.
+        communication_options: ``CommunicationOptions`` (timeout, backend:
+            gloo on CPU, NCCL on CUDA).
+        reshard_after_forward: Free each layer's gathered parameters after its
+            forward and gather them again in backward (least memory; FSDP's
+            default), or keep them until backward (one all-gather less per layer).
+
+    Example:
+        >>> strategy = stratagem.distribute.ShardedDataParallelStrategy()  # doctest: +SKIP
+        >>> with strategy.scope():  # doctest: +SKIP
+        ...     model = stratagem.Model(build_large_model())
+        ...     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+        >>> model.fit(x, y, batch_size=64 * strategy.num_replicas_in_sync)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        cluster_resolver: ClusterResolver | None = None,
+        communication_options: CommunicationOptions | None = None,
+        *,
+        reshard_after_forward: bool = True,
+    ) -> None:
+        self._reshard_after_forward = reshard_after_forward
+        super().__init__(cluster_resolver=cluster_resolver or resolve_cluster(), communication_options=communication_options)
+
+    @override
+    def _resolve(self) -> tuple[int, int, int, int, str, int, torch.device]:
+        return resolve_workers(self._cluster_resolver, type(self).__name__)
+
+    @override
+    def _wrap_module(self, module: nn.Module) -> nn.Module:
+        # NOTE: FSDP is imported here, not at the top: importing it takes seconds, and every
+        # stratagem process would pay them at `import stratagem`.
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import FSDPModule
+
+        module = module.to(self._device)
+        if self._num_replicas == 1 or isinstance(module, FSDPModule):  # nothing to shard over; or compiled twice
+            return module
+        mesh = init_device_mesh(self._device.type, (self._num_replicas,))
+        return shard_module(module, mesh=mesh, reshard_after_forward=self._reshard_after_forward)
+
+    def full_state_dict(self, module: nn.Module) -> dict[str, torch.Tensor]:
+        """The module's whole state on every replica, on the CPU (all-gathers every shard: a collective)."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        # NOTE: cpu_offload=False so every rank gets the full tensors; with it, only rank 0 would.
+        state = get_model_state_dict(module, options=StateDictOptions(full_state_dict=True))
+        return {key: value.detach().cpu() for key, value in state.items()}
+
+
+def shard_module(module: nn.Module, *, mesh: object, reshard_after_forward: bool) -> nn.Module:
+    """Applies ``fully_shard`` to every module that owns parameters (innermost first), then to ``module``.
+
+    Gradients are SUMMED across replicas, not averaged (FSDP's default): the
+    loss is already divided by the global batch (tf.distribute's rule), as for
+    the DDP strategies (``collectives.wrap_ddp``).
+    """
+    from torch.distributed.fsdp import FSDPModule, fully_shard
+
+    owners = [m for m in module.modules() if m is not module and any(True for _ in m.parameters(recurse=False))]
+    for owner in reversed(owners):  # modules() is parents first: children get their own groups first
+        fully_shard(owner, mesh=mesh, reshard_after_forward=reshard_after_forward)
+    fully_shard(module, mesh=mesh, reshard_after_forward=reshard_after_forward)
+    for sharded in module.modules():
+        if isinstance(sharded, FSDPModule):
+            sharded.set_gradient_divide_factor(1.0)
+            # NOTE: a plain SUM reduce-scatter (no AVG or PREMUL_SUM op), which gloo and NCCL both have.
+            sharded.set_force_sum_reduction_for_comms(True)
+    return module
