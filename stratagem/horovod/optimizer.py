@@ -91,18 +91,30 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = False
         self._watch(p for group in optimizer.param_groups for p in group["params"])
 
-    # The wrapped optimizer's state, seen through this object (load_state_dict replaces its containers).
-    @property  # type: ignore[override]
+    # The wrapped optimizer's state, seen and set through this object (load_state_dict replaces its containers).
+    @property
     def param_groups(self) -> list[dict[str, Any]]:
         return self._optimizer.param_groups
 
-    @property  # type: ignore[override]
+    @param_groups.setter
+    def param_groups(self, value: list[dict[str, Any]]) -> None:
+        self._optimizer.param_groups = value
+
+    @property
     def state(self) -> Any:
         return self._optimizer.state
 
-    @property  # type: ignore[override]
+    @state.setter
+    def state(self, value: Any) -> None:
+        self._optimizer.state = value
+
+    @property
     def defaults(self) -> dict[str, Any]:
         return self._optimizer.defaults
+
+    @defaults.setter
+    def defaults(self, value: dict[str, Any]) -> None:
+        self._optimizer.defaults = value
 
     def __getattr__(self, name: str) -> Any:
         # Optimizer's own methods reach for private attributes (hook tables) set in its __init__.
@@ -222,7 +234,7 @@ def _parameter_names(optimizer: torch.optim.Optimizer,
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
         raise ValueError(f"Parameter names in named_parameters must be unique. Received duplicates: {duplicates}")
-    named = {p: name for name, p in pairs}
+    named: dict[torch.Tensor, str] = {p: name for name, p in pairs}
     unnamed = [i for i, p in enumerate(params) if p not in named]
     if unnamed:
         raise ValueError("named_parameters was given, but some of the optimizer's parameters are not in it, so "
