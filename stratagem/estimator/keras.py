@@ -18,6 +18,7 @@ from stratagem.estimator.estimator import Estimator
 from stratagem.estimator.run_config import RunConfig
 from stratagem.estimator.specs import ModeKeys
 from stratagem.models import Model
+from stratagem.models.keras_model import imported_keras, is_keras_layer
 
 
 class _ModelEstimator(Estimator):
@@ -47,8 +48,8 @@ def model_to_estimator(keras_model: Any = None, keras_model_path: str | None = N
     """``tf.keras.estimator.model_to_estimator``: an ``Estimator`` that trains a compiled model.
 
     Args:
-        keras_model: A compiled ``stratagem.Model`` (wrapping a torch module or
-            a Keras 3 model).
+        keras_model: A compiled Keras 3 model (torch backend), or a compiled
+            ``stratagem.Model`` (wrapping a torch module or a Keras model).
         model_dir: Checkpoint folder (or ``config.model_dir``).
         config: A ``RunConfig``; ``train_distribute`` is the strategy to train under.
 
@@ -66,11 +67,32 @@ def model_to_estimator(keras_model: Any = None, keras_model_path: str | None = N
         raise ValueError("keras_model_path (an HDF5 file) and checkpoint_format are TF file formats; pass the compiled "
                          f"model as keras_model. Received: keras_model_path={keras_model_path!r}, "
                          f"checkpoint_format={checkpoint_format!r}")
+    if is_keras_layer(keras_model):
+        keras_model = _from_compiled_keras(keras_model)
     if not isinstance(keras_model, Model):
-        raise TypeError("model_to_estimator takes a compiled stratagem.Model; wrap a Keras 3 model or a torch module "
-                        "as stratagem.Model(keras_model) and compile it first. "
+        raise TypeError("model_to_estimator takes a compiled Keras 3 model or a compiled stratagem.Model; wrap a torch "
+                        "module as stratagem.Model(module) and compile it first. "
                         f"Received: keras_model of type {type(keras_model).__name__}")
     if keras_model.compiled_metrics is None or keras_model.optimizer is None:
         raise ValueError("The given model has not been compiled yet; call compile(optimizer=..., loss=..., "
                          "metrics=...) before model_to_estimator (TF asks the same).")
     return _ModelEstimator(keras_model, model_dir, config)
+
+
+def _from_compiled_keras(keras_model: Any) -> Model:
+    """``stratagem.Model(keras_model)`` compiled with what ``keras_model.compile`` was given (TF's reading)."""
+    if not getattr(keras_model, "compiled", False):
+        raise ValueError("The given Keras model has not been compiled yet; call compile(optimizer=..., loss=..., "
+                         "metrics=...) before model_to_estimator (TF asks the same).")
+    keras = imported_keras()
+    config = keras_model.get_compile_config()  # public and serialised: objects come back as fresh copies
+
+    def revive(value: Any) -> Any:
+        if isinstance(value, dict) and "class_name" in value:
+            return keras.saving.deserialize_keras_object(value)
+        return [revive(v) for v in value] if isinstance(value, list) else value
+
+    model = Model(keras_model)
+    model.compile(optimizer=revive(config["optimizer"]), loss=revive(config["loss"]),
+                  metrics=revive(config.get("metrics")), weighted_metrics=revive(config.get("weighted_metrics")))
+    return model
