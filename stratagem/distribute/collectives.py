@@ -41,8 +41,9 @@ def init_process_group(
         RuntimeError: If the backend could not connect the ranks; names the peer.
     """
     # NOTE: a loopback job stays on loopback; a multi-host one listens on the interface that
-    # reaches the chief, whatever this host's name resolves to (see _interfaces).
-    _, address = choose_gloo_interface(master_addr) if backend == "gloo" else (None, None)
+    # reaches the chief, whatever this host's name resolves to (see _interfaces). Also for a mixed
+    # backend ("cpu:gloo,cuda:nccl", stratagem.horovod on CUDA hosts), whose CPU tensors go through gloo.
+    _, address = choose_gloo_interface(master_addr) if "gloo" in backend else (None, None)
     store = _rendezvous.connect_store(rank=rank, master_addr=master_addr, master_port=master_port, timeout_s=timeout_s)
     # The job's keys live under a prefix only holders of the job's secret can name (job_secret).
     store = dist.PrefixStore(job_secret.store_prefix(master_addr), store)
