@@ -53,8 +53,10 @@ class KeyValueTensorInitializer:
         values: One value per key: integers or floats.
     """
 
-    def __init__(self, keys: Sequence[Any], values: Sequence[Any], key_dtype: Any = None, value_dtype: Any = None) -> None:
+    def __init__(self, keys: Sequence[Any] | torch.Tensor, values: Sequence[Any] | torch.Tensor, key_dtype: Any = None,
+                 value_dtype: Any = None) -> None:
         self.keys = [_key(k) for k in _as_list(keys)]
+        self.values: torch.Tensor
         if isinstance(values, (torch.Tensor, np.ndarray)):
             self.values = torch.as_tensor(values)  # a tensor keeps its dtype
         else:

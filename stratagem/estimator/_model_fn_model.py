@@ -115,8 +115,8 @@ class ModelFnModel(Model):
             metric.reset_state()
         self._eval_metrics = {}
 
-    def get_metrics_result(self, local: bool = False) -> dict[str, float]:
-        results = super().get_metrics_result(local=local)
+    def get_metrics_result(self, local: bool = False) -> dict[str, Any]:
+        results: dict[str, Any] = dict(super().get_metrics_result(local=local))
         strategy = None if local else self.distribute_strategy
         for name, metric in self._eval_metrics.items():
             value = strategy.metric_result(metric) if strategy is not None else metric.result()

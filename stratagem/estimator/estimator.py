@@ -164,7 +164,9 @@ class Estimator:
         data = self._input(input_fn, ModeKeys.EVAL, strategy)
         model = self._model(strategy, ModeKeys.EVAL, lambda: _first_batch(data))
         global_step = _checkpoints.restore(model, path, optimizer=False)
-        results = dict(model.evaluate(data, steps=steps, verbose=0, callbacks=list(hooks or []), return_dict=True))
+        logs = model.evaluate(data, steps=steps, verbose=0, callbacks=list(hooks or []), return_dict=True)
+        assert isinstance(logs, dict)  # return_dict=True
+        results: dict[str, Any] = dict(logs)
         results["global_step"] = global_step
         if strategy.is_chief and (self._config.is_chief or self._config.task_type == "evaluator"):
             _write_results(self.eval_dir(name), global_step, results)

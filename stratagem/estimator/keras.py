@@ -85,6 +85,7 @@ def _from_compiled_keras(keras_model: Any) -> Model:
         raise ValueError("The given Keras model has not been compiled yet; call compile(optimizer=..., loss=..., "
                          "metrics=...) before model_to_estimator (TF asks the same).")
     keras = imported_keras()
+    assert keras is not None  # a Keras model exists, so Keras is imported
     config = keras_model.get_compile_config()  # public and serialised: objects come back as fresh copies
 
     def revive(value: Any) -> Any:
