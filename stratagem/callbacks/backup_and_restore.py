@@ -2,14 +2,15 @@
 
 Keras' semantics: on ``fit`` start, if ``backup_dir`` holds a backup, training
 continues from it (mid-epoch if it was taken mid-epoch); when ``fit``
-completes, the backup is deleted (``delete_checkpoint=True``), so a later run
-starts fresh. One refinement: at the end of ``fit`` a final backup marked
-*completed* replaces the others, so a worker killed after training but before
-its process exits costs nothing: the launcher's restart
-(``STRATAGEM_RESTART_COUNT`` > 0) restores the final state and skips training,
-while any fresh run deletes it and starts over, as in Keras. The backup is written by the chief, atomically; the two newest
-are kept, and a damaged newest one falls back to the one before with a
-warning. Every replica must see ``backup_dir`` (a shared folder across hosts).
+completes, the backups are deleted (``delete_checkpoint=True``), so a later
+``fit`` starts fresh, as Keras 3 does. A script may call ``fit`` more than once
+with one folder: each backup records which of the process's ``fit`` calls
+(on that folder) took it, so a restarted script skips the calls that had
+completed before the kill (their results come back with the backup of the
+later one) and resumes the interrupted one exactly. The backup is written by the
+chief, atomically; the two newest are kept, and a damaged newest one, or one
+of another model, falls back to the one before with a warning. Every replica
+must see ``backup_dir`` (a shared folder across hosts).
 Under a strategy that shards the weights (``ShardedDataParallelStrategy``)
 every replica also writes its shards to ``backup-N.shards/`` beside
 ``backup-N.pt``; the file is written after the folder is complete, so it marks
@@ -18,21 +19,27 @@ a whole backup, and the backup restores onto any number of replicas.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import os
 import re
 import shutil
+import time
 import warnings
 from pathlib import Path
 from typing import Any
 
 from stratagem.callbacks.callback import Callback
 from stratagem.checkpoint import state as training_state
-from stratagem.checkpoint.io import load_state, save_state
+from stratagem.checkpoint.io import load_state, remove_stale_temporaries, save_state
 from stratagem.errors import CheckpointError
-from stratagem._launched import restart_count
 
 _NAME = re.compile(r"^backup-(\d+)\.pt$")
 _KEEP = 2
+# NOTE: process state, like the RNGs: how many fits of this process completed on each backup folder.
+# A restarted script repeats its fit calls in order, so this count names "the same fit" in a backup;
+# a fit that raised is not counted, so calling it again resumes it, as in Keras.
+_fits_completed: collections.Counter[str] = collections.Counter()
 
 
 class BackupAndRestore(Callback):
@@ -62,21 +69,39 @@ class BackupAndRestore(Callback):
 
     def on_train_begin(self, logs: dict[str, float] | None = None) -> None:
         self._batches = 0
-        for path in self._backups_newest_first():
+        if self.backup_dir.exists() and not self.backup_dir.is_dir():
+            raise ValueError(
+                f"BackupAndRestore needs a folder for its backups, but {str(self.backup_dir)!r} is a file. Pass "
+                f"the path of a folder (created if missing). Received: backup_dir={str(self.backup_dir)!r}")
+        self._fit_index = _fits_completed[str(self.backup_dir.resolve())]
+        self._done_before_restart = False
+        backups = self._backups_newest_first()
+        self._counter = max((_number(path) for path in backups), default=0)  # new backups sort after old ones
+        skipped: list[str] = []
+        for path in backups:
             try:
                 state = load_state(path)
+                training_state.check_fits(self.model, state, str(path))
             except CheckpointError as err:
-                warnings.warn(f"Skipping a damaged backup and trying the previous one: {err}", stacklevel=2)
+                warnings.warn(f"Skipping a damaged backup or one of another model; trying the previous one: {err}",
+                              stacklevel=2)
+                skipped.append(str(err))
                 continue
-            if state.get("completed") and not restart_count():  # not restarted by `stratagem run --max-restarts`
-                self._delete_all()  # a finished job run again: start fresh, as Keras does
+            fit_index = int(state.get("fit_index", self._fit_index))
+            if fit_index < self._fit_index:
+                return  # an earlier fit's backup, about to be deleted: this fit starts fresh
+            if fit_index > self._fit_index:
+                self.fit_state.finish()  # this fit had completed before a restart: the later fit resumes
+                self._done_before_restart = True
                 return
             training_state.restore(self.model, self.fit_state, self._others(), state, shards_dir=_shards_dir(path))
-            if state.get("completed"):  # the same job, restarted after its training had finished
-                self.fit_state.finish()
-            self._counter = int(_NAME.match(path.name).group(1))  # type: ignore[union-attr]
             self.restored_from = str(path)
             return
+        if skipped:
+            raise CheckpointError(
+                f"None of the {len(skipped)} backups in {str(self.backup_dir)!r} can be restored into this model, "
+                "and training from scratch would overwrite them. Delete them if they belong to another job, or "
+                "pass another backup_dir. Reasons: " + " | ".join(skipped))
 
     def on_train_batch_end(self, batch: int, logs: dict[str, float] | None = None) -> None:
         self._batches += 1
@@ -88,25 +113,32 @@ class BackupAndRestore(Callback):
             self._backup()
 
     def on_train_end(self, logs: dict[str, float] | None = None) -> None:
-        if self.delete_checkpoint:
-            self._backup(completed=True, keep=1)
+        _fits_completed[str(self.backup_dir.resolve())] += 1
+        # As Keras 3: training ended, so the backups are deleted and a later fit starts fresh
+        # (not those of the later fit that a restarted script is on its way to).
+        if self.delete_checkpoint and not self._done_before_restart:
+            self._delete_all()
 
-    def _backup(self, *, completed: bool = False, keep: int = _KEEP) -> None:
+    def _backup(self) -> None:
         self._counter += 1  # on every replica: all of them write shards under this number when sharded
         path = self.backup_dir / f"backup-{self._counter}.pt"
         state = training_state.capture(self.model, self.fit_state, self._others(),
                                        shards_dir=_shards_dir(path))  # a collective: every replica calls it
         if not self.model.distribute_strategy.is_chief:
             return
-        state["completed"] = completed
+        state["fit_index"] = self._fit_index
         save_state(path, state)
-        for old in self._backups_newest_first()[keep:]:
+        for old in self._backups_newest_first()[_KEEP:]:
             _remove_backup(old)
 
     def _delete_all(self) -> None:
-        if self.model.distribute_strategy.is_chief:
-            for path in self._backups_newest_first():
-                _remove_backup(path)
+        if not self.model.distribute_strategy.is_chief or not self.backup_dir.is_dir():
+            return
+        for path in self._backups_newest_first():
+            _remove_backup(path)
+        remove_stale_temporaries(self.backup_dir, before_ns=time.time_ns())
+        with contextlib.suppress(OSError):  # Keras removes the folder; ours goes only if nothing else is in it
+            self.backup_dir.rmdir()
 
     def _others(self) -> list[Any]:
         return [c for c in self.fit_state.callbacks if c is not self]
@@ -116,6 +148,10 @@ class BackupAndRestore(Callback):
             return []
         found = [(int(m.group(1)), p) for p in self.backup_dir.iterdir() if (m := _NAME.match(p.name))]
         return [p for _, p in sorted(found, reverse=True)]
+
+
+def _number(path: Path) -> int:
+    return int(_NAME.match(path.name).group(1))  # type: ignore[union-attr]
 
 
 def _shards_dir(path: Path) -> Path:

@@ -54,6 +54,10 @@ class LearningRateScheduler(Callback):
 
     @override
     def on_epoch_begin(self, epoch: int, logs: dict[str, float] | None = None) -> None:
+        if self.fit_state is not None and self.fit_state.step > 0:
+            # Resumed mid-epoch (BackupAndRestore): this epoch's rate was set before the backup and came
+            # back with the optimizer; scheduling again would apply a schedule(epoch, lr) twice.
+            return
         learning_rate = self._call_schedule(epoch, float(self.model.optimizer.learning_rate))
         if isinstance(learning_rate, bool) or not isinstance(learning_rate, numbers.Real):
             raise ValueError("The output of the `schedule` function should be a float. "

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from stratagem.errors import CheckpointError
 from stratagem.distribute.capabilities import HoldsRemoteState, ShardsVariables
 
 FORMAT_VERSION = 1
@@ -112,6 +113,38 @@ def restore(model: Any, fit_state: Any, callbacks: list[Any], state: dict[str, A
         key = _callback_key(i, callback)
         if hasattr(callback, "set_state") and key in saved:
             callback.set_state(saved[key])
+
+
+_KEYS = ("format", "world_size", "weights", "optimizer", "position", "metrics", "rng_torch", "rng_numpy",
+         "rng_python", "callbacks")
+
+
+def check_fits(model: Any, state: dict[str, Any], path: str) -> None:
+    """Raises ``CheckpointError`` unless ``state`` is a whole training state of ``model``; changes nothing.
+
+    Checked before ``restore`` so that a backup of another model (or a damaged
+    one) leaves the model as it was, instead of half-loaded.
+    """
+    missing = [key for key in _KEYS if key not in state]
+    if missing:
+        raise CheckpointError(f"Backup {path!r} is not a whole training state: it lacks {missing}. It was not written "
+                              "by BackupAndRestore, or by an incompatible version. Received: keys=" + str(sorted(state)))
+    if state.get("sharded"):
+        return  # the weights live in the shards folder, checked when it is read
+    expected = model.module.state_dict()
+    saved = state["weights"] if isinstance(state["weights"], dict) else {}
+    absent = sorted(set(expected) - set(saved))
+    extra = sorted(set(saved) - set(expected))
+    reshaped = [f"{key}: {tuple(saved[key].shape)} vs {tuple(value.shape)}" for key, value in expected.items()
+                if key in saved and tuple(getattr(saved[key], "shape", ())) != tuple(value.shape)]
+    groups = [len(group["params"]) for group in state["optimizer"].get("param_groups", [])] \
+        if isinstance(state["optimizer"], dict) else None
+    own_groups = [len(group["params"]) for group in model.optimizer.state_dict()["param_groups"]]
+    if absent or extra or reshaped or groups != own_groups:
+        raise CheckpointError(
+            f"Backup {path!r} holds the training state of another model: missing weights {absent[:5]}, unexpected "
+            f"weights {extra[:5]}, other shapes {reshaped[:5]}, optimizer parameter groups {groups} vs {own_groups}. "
+            "Use a separate backup_dir for each model.")
 
 
 def _callback_key(index: int, callback: Any) -> str:
