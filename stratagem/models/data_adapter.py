@@ -54,7 +54,8 @@ class DataAdapter:
         strategy: Splits each global batch among replicas; None: this process reads all.
         num_samples: Examples per pass, when known (the progress bar shows samples/s).
         restarts: Arrays: a fit with ``steps_per_epoch`` starts a new, reshuffled pass
-            when one runs out (a dataset warns and stops instead, as in Keras).
+            when one runs out, up to one pass per epoch (tf.keras repeats arrays ``epochs``
+            times); a dataset warns and stops instead, as in Keras.
     """
 
     def __init__(self, data: Iterable[Any], *, seed: int, strategy: Strategy | None, num_samples: int | None = None,
@@ -109,11 +110,16 @@ LOOKAHEAD = 3
 
 
 class EpochFeeder:
-    """Yields each epoch's batches; with ``steps_per_epoch``, one stream across epochs (Keras)."""
+    """Yields each epoch's batches; with ``steps_per_epoch``, one stream across epochs (Keras).
 
-    def __init__(self, adapter: DataAdapter, steps_per_epoch: int | None) -> None:
-        self.adapter, self.steps = adapter, steps_per_epoch
+    Raises ``ValueError`` when the input yields no batch at all (tf.keras'
+    "Expected input data to be non-empty."): training would silently do nothing.
+    """
+
+    def __init__(self, adapter: DataAdapter, steps_per_epoch: int | None, *, epochs: int) -> None:
+        self.adapter, self.steps, self.epochs = adapter, steps_per_epoch, epochs
         self.exhausted = False
+        self._seen_data = False  # a batch came, or a backup's position (taken after one) was restored
         self._passes = 0
         self._stream: Iterator[Batch] | None = None
         self._resume: dict[str, Any] | None = None
@@ -127,11 +133,16 @@ class EpochFeeder:
         # Within an epoch (or a stream that spans epochs) continue where the data stood.
         if mid_epoch or self.steps is not None:
             self._resume = position["adapter"]
+        self._seen_data = True
 
     def epoch(self, epoch: int) -> Iterator[Batch]:
         if self.steps is None:
             resume, self._resume = self._resume, None
-            yield from self.adapter.epoch(epoch, resume=resume)
+            for batch in self.adapter.epoch(epoch, resume=resume):
+                self._seen_data = True
+                yield batch
+            if not self._seen_data:
+                raise _empty_input()
             return
         for _ in range(self.steps):
             batch = self._next()
@@ -144,20 +155,31 @@ class EpochFeeder:
             resume, self._resume = self._resume, None
             self._stream = self.adapter.epoch(self._passes, resume=resume)
         batch = next(self._stream, None)  # a step is a tuple, never None
-        if batch is not None:
-            return batch
-        if self.adapter.restarts:
-            # Arrays start a new, reshuffled pass when one runs out.
+        if batch is None and self.adapter.restarts and self._seen_data and self._passes + 1 < self.epochs:
+            # Arrays start a new, reshuffled pass when one runs out: tf.keras repeats them once per epoch.
             self._passes += 1
             self._stream = self.adapter.epoch(self._passes)
-            return next(self._stream)
+            batch = next(self._stream, None)
+        if batch is not None:
+            self._seen_data = True
+            return batch
+        if not self._seen_data:
+            raise _empty_input()
         # All replicas iterate the same global batches, so they run out together.
         warnings.warn(
-            "The input ran out of data before steps_per_epoch * epochs steps; training stops here. "
-            "Make the dataset repeat(), or lower steps_per_epoch.", stacklevel=2,
+            "Your input ran out of data; interrupting training. Make sure that your dataset or generator can "
+            "generate at least `steps_per_epoch * epochs` batches. You may need to use the `.repeat()` function "
+            "when building your dataset.", stacklevel=2,
         )
         self.exhausted = True
         return None
+
+
+def _empty_input() -> ValueError:
+    return ValueError(
+        "Expected input data to be non-empty. fit received data that yields no batch, so there is nothing to "
+        "train on. Check the dataset or generator (an exhausted generator, a filter that keeps nothing, or a "
+        "batch with drop_remainder=True larger than the data).")
 
 
 def _state_of(iterator: Any) -> dict[str, Any] | None:
@@ -201,7 +223,14 @@ def make_adapter(x: Any, y: Any, sample_weight: Any, *, batch_size: int | None, 
     if _holds_arrays(x):
         data = tuple(d for d in (x, y, sample_weight) if d is not None)
         data = data if len(data) > 1 else data[0]
-        batch_size = batch_size or 32
+        if batch_size is None:
+            batch_size = 32  # Keras' default
+        elif isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError("batch_size must be a positive integer: the number of examples in each batch. "
+                             f"Received: batch_size={batch_size!r}")
+        if batch_size_of(data) == 0:
+            raise ValueError(f"Expected input data to be non-empty. The arrays hold 0 examples. "
+                             f"Received: x with shape {tuple(_first_array(data).shape)}")
         if not local:  # raised here, before any step, with the fix
             check_global_batch_size(batch_size, strategy.num_replicas_in_sync)
         dataset = array_dataset(data, batch_size=batch_size, shuffle=shuffle)
@@ -255,6 +284,12 @@ def _is_array(value: Any) -> bool:
 def _holds_arrays(x: Any) -> bool:
     """Arrays or tensors, alone or in a tuple, list or dict (``x`` as Keras takes it), not batches."""
     return _is_array(x) or (isinstance(x, (tuple, list, dict)) and _is_array(_first(x)))
+
+
+def _first_array(structure: Any) -> Any:
+    leaves: list[Any] = []
+    map_structure(leaves.append, structure)
+    return leaves[0]
 
 
 def _first(structure: Any) -> Any:

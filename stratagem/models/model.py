@@ -245,7 +245,8 @@ class Model:
         else:
             train = make_adapter(x, y, sample_weight, batch_size=batch_size, shuffle=shuffle, seed=seed,
                                  strategy=self._strategy)
-            feeder, batch_size_param = EpochFeeder(train, steps_per_epoch), getattr(train, "batch_size", None)
+            feeder = EpochFeeder(train, steps_per_epoch, epochs=epochs)
+            batch_size_param = getattr(train, "batch_size", None)
             steps, samples = steps_per_epoch or train.steps, getattr(train, "num_samples", None)
         state = FitState(feeder, epoch=initial_epoch)
         history = History()

@@ -1,0 +1,53 @@
+"""fit's input checks, as tf.keras makes them: empty input, batch_size=0, steps_per_epoch beyond the data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stratagem.callbacks import Callback
+from stratagem.data import Dataset
+from tests.unit.models.test_model_fit import _compiled, _data
+
+
+@pytest.mark.parametrize("kind", ["arrays", "dataset", "generator", "dataset_with_steps"])
+def test_empty_input_raises_expected_non_empty(kind: str) -> None:
+    x, y = _data(8)
+    x, y = x[:0], y[:0]
+    model = _compiled()
+    with pytest.raises(ValueError, match="Expected input data to be non-empty"):
+        if kind == "arrays":
+            model.fit(x, y, batch_size=4, verbose=0)
+        elif kind == "dataset":
+            model.fit(Dataset.from_tensor_slices((x, y)).batch(4), verbose=0)
+        elif kind == "generator":
+            model.fit((batch for batch in []), verbose=0)
+        else:
+            model.fit(Dataset.from_tensor_slices((x, y)).batch(4), steps_per_epoch=3, verbose=0)
+
+
+def test_empty_arrays_with_steps_per_epoch_raise_expected_non_empty() -> None:
+    x, y = _data(8)
+    with pytest.raises(ValueError, match="Expected input data to be non-empty"):
+        _compiled().fit(x[:0], y[:0], batch_size=4, steps_per_epoch=2, verbose=0)
+
+
+@pytest.mark.parametrize("batch_size", [0, -4])
+def test_non_positive_batch_size_raises(batch_size: object) -> None:
+    x, y = _data(8)
+    with pytest.raises(ValueError, match=f"Received: batch_size={batch_size}"):
+        _compiled().fit(x, y, batch_size=batch_size, verbose=0)
+
+
+def test_steps_per_epoch_beyond_array_data_warns_and_stops() -> None:
+    x, y = _data(12)  # 3 batches of 4; tf.keras repeats arrays once per epoch: 6 batches for 2 epochs
+    seen: list[int] = []
+
+    class Count(Callback):
+        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+            seen.append(batch)
+
+    with pytest.warns(UserWarning, match="Your input ran out of data; interrupting training"):
+        history = _compiled().fit(x, y, batch_size=4, epochs=2, steps_per_epoch=5, callbacks=[Count()], verbose=0)
+    assert seen == [0, 1, 2, 3, 4, 0] and history.epoch == [0, 1]
+    assert np.isfinite(history.history["loss"]).all()
