@@ -13,7 +13,8 @@ rank must call the same collectives in the same order, as with
 torch.distributed); ``Adasum`` is not implemented; ``join`` is a barrier that
 does not stand in for the collectives of ranks that are still running;
 ``reducescatter`` all-reduces and keeps this rank's slice, since gloo has no
-reduce-scatter. Only ``allreduce`` (Sum, Average) is differentiable.
+reduce-scatter. ``allreduce`` (Sum, Average), ``allgather`` and ``broadcast`` are
+differentiable, with Horovod's gradients.
 """
 
 from __future__ import annotations
@@ -301,7 +302,26 @@ def allgather(tensor: torch.Tensor, name: str | None = None,
         >>> hvd.allgather(torch.tensor([hvd.rank()]))  # doctest: +SKIP
         tensor([0, 1])
     """
+    if tensor.requires_grad:
+        return _DifferentiableAllgather.apply(tensor, process_set)
     return synchronize(allgather_async(tensor, name, process_set))
+
+
+class _DifferentiableAllgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, tensor: torch.Tensor, process_set: ProcessSet) -> torch.Tensor:
+        ctx.rows, ctx.process_set = tensor.shape[0] if tensor.dim() else 1, process_set
+        return synchronize(allgather_async(tensor, None, process_set))
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        # As Horovod: the ranks' gradients of the gathered tensor are averaged, and each rank
+        # takes the rows it contributed.
+        reduced = synchronize(allreduce_async_(grad_output.contiguous().clone(), op=Average,
+                                               process_set=ctx.process_set))
+        rows = allgather(torch.tensor([ctx.rows]), process_set=ctx.process_set).tolist()
+        offset = sum(rows[: ctx.process_set.rank()])
+        return reduced[offset : offset + ctx.rows], None
 
 
 def _exchange_shapes(tensor: torch.Tensor, group: dist.ProcessGroup | None, members: int) -> list[list[int]]:
@@ -346,7 +366,23 @@ def broadcast(tensor: torch.Tensor, root_rank: int, name: str | None = None,
         >>> hvd.broadcast(torch.tensor([hvd.rank()]), root_rank=1)  # doctest: +SKIP
         tensor([1])
     """
+    if tensor.requires_grad:
+        return _DifferentiableBroadcast.apply(tensor, root_rank, process_set)
     return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+
+
+class _DifferentiableBroadcast(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, tensor: torch.Tensor, root_rank: int, process_set: ProcessSet) -> torch.Tensor:
+        ctx.root_rank, ctx.process_set = root_rank, process_set
+        return synchronize(broadcast_async(tensor, root_rank, None, process_set))
+
+    @staticmethod
+    def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        # As Horovod: only the root's value was used, so it gets the ranks' averaged gradient; the others none.
+        reduced = synchronize(allreduce_async_(grad_output.contiguous().clone(), op=Average,
+                                               process_set=ctx.process_set))
+        return (reduced if basics.rank() == ctx.root_rank else torch.zeros_like(reduced)), None, None
 
 
 def _check_root(root_rank: int, process_set: ProcessSet) -> None:

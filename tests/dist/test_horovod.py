@@ -58,6 +58,13 @@ def _check_grouped_and_gather(hvd, rank: int) -> None:  # type: ignore[no-untype
     rows = torch.arange(rank + 1, dtype=torch.float32).unsqueeze(1) + 10 * rank
     assert hvd.allgather(rows).tolist() == [[0.0], [10.0], [11.0]], "allgather of uneven rows"
     assert hvd.allgather(torch.tensor(rank)).tolist() == [0, 1], "allgather of scalars"
+    # Gradients, as Horovod defines them: the ranks' gradients averaged, each rank taking its own rows.
+    mine = torch.full((rank + 1, 1), float(rank + 1), requires_grad=True)
+    (hvd.allgather(mine) * torch.tensor([[1.0], [2.0], [3.0]]) * (rank + 1)).sum().backward()
+    assert mine.grad.squeeze(1).tolist() == ([1.5] if rank == 0 else [3.0, 4.5]), f"allgather grad: {mine.grad}"
+    root_value = torch.tensor([1.0, 1.0], requires_grad=True)
+    (hvd.broadcast(root_value, root_rank=0) * torch.tensor([1.0, 2.0]) * (rank + 1)).sum().backward()
+    assert root_value.grad.tolist() == ([1.5, 3.0] if rank == 0 else [0.0, 0.0]), f"broadcast grad: {root_value.grad}"
 
 
 def _check_broadcast_alltoall_reducescatter(hvd, rank: int) -> None:  # type: ignore[no-untyped-def]
