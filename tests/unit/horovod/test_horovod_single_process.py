@@ -102,3 +102,17 @@ def test_object_codec_round_trips_plain_data_and_refuses_what_needs_pickle() -> 
         _object_codec.encode({1, 2})
     with pytest.raises(ValueError, match="Header"):
         _object_codec.decode(b"\x00\x00\x00\x05{bad}")
+
+
+def test_synchronize_then_step_inside_skip_synchronize_reduces_once(single: None) -> None:
+    model, optimizer = _optimizer()
+    model(torch.ones(2, 3)).sum().backward()
+    optimizer.synchronize()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)  # the reason for the pattern: clip the reduced gradients
+    with optimizer.skip_synchronize():
+        optimizer.step()
+    optimizer.zero_grad()
+    model(torch.ones(2, 3)).sum().backward()
+    optimizer.synchronize()
+    with pytest.warns(UserWarning, match="skip_synchronize"):
+        optimizer.step()
