@@ -116,3 +116,17 @@ def test_synchronize_then_step_inside_skip_synchronize_reduces_once(single: None
     optimizer.synchronize()
     with pytest.warns(UserWarning, match="skip_synchronize"):
         optimizer.step()
+
+
+def test_grad_scaler_steps_the_wrapper_as_horovods_mixed_precision_example_does(single: None) -> None:
+    model, optimizer = _optimizer()
+    before = model.weight.detach().clone()
+    scaler = torch.amp.GradScaler("cpu")
+    scaler.scale(model(torch.ones(2, 3)).sum()).backward()
+    optimizer.synchronize()
+    scaler.unscale_(optimizer)  # reads the wrapped optimizer's param_groups through the wrapper
+    with optimizer.skip_synchronize():
+        scaler.step(optimizer)
+    scaler.update()
+    # d(sum)/dW is 2 everywhere (two rows of ones); lr 0.1: every weight moves by -0.2 once unscaled.
+    torch.testing.assert_close(model.weight.detach(), before - 0.2)
