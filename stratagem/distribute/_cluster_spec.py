@@ -29,6 +29,15 @@ def _parse_address(address: str, slot: str, where: str) -> tuple[str, int]:
     """Splits ``host:port`` or ``[ipv6]:port`` into (host, port); ``slot`` names it in errors."""
     example = "Use 'host:port', for example 'node1:2222', or '[::1]:2222' for IPv6."
     received = f"Received: {slot}={address!r}"
+    scheme, sep, rest = address.partition("://")
+    if sep:
+        raise ConfigurationError(
+            f"{where} address {slot} starts with the protocol '{scheme}://'; addresses are plain host:port, as in "
+            f"TF (the protocol is TF_CONFIG's rpc_layer). Write {rest!r}. {received}")
+    if address != address.strip() or any(c.isspace() for c in address):
+        raise ConfigurationError(
+            f"{where} address {slot} contains whitespace, so its host would not resolve. Remove the spaces: "
+            f"{''.join(address.split())!r}. {received}")
     if address.startswith("["):
         host, closed, rest = address[1:].partition("]")
         if not closed or (rest and not rest.startswith(":")):

@@ -66,7 +66,13 @@ class LaunchConfig:
 
     def __post_init__(self) -> None:
         if self.num_processes is not None and self.num_processes < 1:
-            raise ValueError(f"num_processes must be at least 1. Received: num_processes={self.num_processes}")
+            raise ValueError("num_processes (-n) must be at least 1: the processes (replicas) to start on this host. "
+                             f"Pass -n 1 or more. Received: num_processes={self.num_processes}")
+        if self.nnodes < 1:
+            raise ValueError(f"nnodes (--nnodes) must be at least 1: the hosts in the job. Received: nnodes={self.nnodes}")
+        if self.master_port is not None and not 1 <= self.master_port <= 65535:
+            raise ValueError("master_port (--master-port) must be a TCP port from 1 to 65535; leave it out on one "
+                             f"host to get a free one. Received: master_port={self.master_port}")
         if self.max_restarts < 0:
             raise ValueError(f"max_restarts must be >= 0. Received: max_restarts={self.max_restarts}")
         if self.timeout_s is not None and not self.timeout_s > 0:
@@ -76,7 +82,10 @@ class LaunchConfig:
                              f"Received: grace_period_s={self.grace_period_s}")
         check_resolvable(self.master_addr)
         if not 0 <= self.node_rank < self.nnodes:
-            raise ValueError(f"node_rank must be in [0, {self.nnodes}). Received: node_rank={self.node_rank}")
+            raise ValueError(
+                f"node_rank (--node-rank) must be in [0, {self.nnodes}): this host's index among the --nnodes "
+                f"{self.nnodes} hosts. Number the hosts 0 to {self.nnodes - 1}, and pass --nnodes with --node-rank. "
+                f"Received: node_rank={self.node_rank}, nnodes={self.nnodes}")
         if self.nnodes > 1 and is_loopback(self.master_addr):
             raise ConfigurationError(
                 f"A job on {self.nnodes} hosts needs --master-addr set to an address of host 0 (node rank 0) "

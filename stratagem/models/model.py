@@ -31,6 +31,7 @@ from stratagem.models.compile_utils import CompiledLoss, CompiledMetrics
 from stratagem.models.data_adapter import (
     EpochFeeder, check_bounded, make_adapter, split_and_weight, unpack, worker_stream,
 )
+from stratagem.models.fit_arguments import check_fit_arguments
 from stratagem.models.fit_state import FitState
 from stratagem.models.gradient_step import GradientStep, in_float32
 from stratagem.models.keras_compile import from_keras
@@ -228,6 +229,11 @@ class Model:
         """
         self._require_compiled()
         self._check_in_scope()
+        check_fit_arguments(
+            x, epochs=epochs, initial_epoch=initial_epoch, verbose=verbose, shuffle=shuffle, callbacks=callbacks,
+            batch_size=batch_size, class_weight=class_weight,
+            validation={"validation_data": validation_data, "validation_freq": validation_freq,
+                        "validation_steps": validation_steps, "validation_batch_size": validation_batch_size})
         x, y, sample_weight, validation_data = split_and_weight(
             x, y, sample_weight, validation_split=validation_split, validation_data=validation_data,
             class_weight=class_weight)

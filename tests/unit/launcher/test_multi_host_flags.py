@@ -51,3 +51,15 @@ def test_failed_tf_config_host_is_blamed_by_global_rank_and_world_size(
     with pytest.raises(WorkerFailedError, match=r"Worker rank 2 \(of 3\) exited with code 3"):
         supervisor.run(supervisor.LaunchConfig(command=(sys.executable, "-c", script), num_processes=None))
     assert "[rank 2] started" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("argv", "pattern"), [
+    (["--nnodes", "0"], r"nnodes \(--nnodes\) must be at least 1.*Received: nnodes=0"),
+    (["-n", "2", "--master-port", "0"], r"--master-port\) must be a TCP port from 1 to 65535.*master_port=0"),
+    (["-n", "2", "--master-port", "70000"], r"master_port=70000"),
+    (["-n", "0"], r"num_processes \(-n\) must be at least 1.*Pass -n 1 or more"),
+    (["--node-rank", "1"], r"pass --nnodes with --node-rank. Received: node_rank=1, nnodes=1"),
+])
+def test_bad_launcher_flag_is_refused_naming_flag_and_fix(argv: list[str], pattern: str) -> None:
+    with pytest.raises(ValueError, match=pattern):
+        _config(*argv, "t.py")
