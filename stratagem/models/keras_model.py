@@ -123,6 +123,7 @@ class KerasModule(nn.Module):
                 holder._buffers[name] = tensor
         return self
 
+    @override
     def extra_repr(self) -> str:
         return f"keras_model={self.keras_model.name!r}"
 
