@@ -196,6 +196,20 @@ def _broadcast_state(hvd, rank: int) -> dict:  # type: ignore[no-untyped-def]
             "adam": optimizer.state_dict(), "sgd_lr": fresh.param_groups[0]["lr"]}
 
 
+def _check_parameter_unused_on_one_rank(hvd, rank: int) -> None:  # type: ignore[no-untyped-def]
+    # Rank 1 never touches `second`: its all-reduce must still be matched (with zeros), in the same order.
+    first, second = nn.Linear(2, 1, bias=False), nn.Linear(2, 1, bias=False)
+    parameters = [("first", first.weight), ("second", second.weight)]
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD([first.weight, second.weight], lr=0.1),
+                                         named_parameters=parameters)
+    x = torch.tensor([[1.0, 2.0]])
+    loss = first(x).sum() + (second(x).sum() if rank == 0 else 0.0)
+    loss.backward()
+    optimizer.synchronize()
+    assert first.weight.grad.tolist() == [[1.0, 2.0]], "used on both ranks: the average of equal gradients"
+    assert second.weight.grad.tolist() == [[0.5, 1.0]], "used on rank 0 only: averaged with rank 1's zeros"
+
+
 def _worker_horovod(rank: int, world_size: int) -> dict:
     import stratagem.horovod as hvd
 
@@ -208,6 +222,7 @@ def _worker_horovod(rank: int, world_size: int) -> dict:
         _check_broadcast_alltoall_reducescatter(hvd, rank)
         _check_sync_batch_norm(hvd, rank)
         layout |= _check_objects_and_sets(hvd, rank)
+        _check_parameter_unused_on_one_rank(hvd, rank)
         trained = {name: _train(hvd, rank, compression, passes) for name, (compression, passes, _) in VARIANTS.items()}
         # Tensors go back as NumPy arrays: a tensor would travel as shared memory that dies with the worker.
         return _to_numpy({"layout": layout, "trained": trained, "broadcast": _broadcast_state(hvd, rank)})
