@@ -146,13 +146,20 @@ def time_mirrored(model: str, steps: int, *, timeout_s: float) -> StepTiming:
 
 
 # ---- ParameterServerStrategy: chief + 2 workers + servers, real processes --------------------
-def time_parameter_server(model: str, steps: int, *, num_ps: int, timeout_s: float) -> StepTiming:
-    """Runs this file as chief and ``NUM_WORKERS`` workers of a job with ``num_ps`` servers (1 thread each)."""
+def time_parameter_server(model: str, steps: int, *, num_ps: int, timeout_s: float,
+                          authenticated: bool = True) -> StepTiming:
+    """Runs this file as chief and ``NUM_WORKERS`` workers of a job with ``num_ps`` servers (1 thread each).
+
+    ``authenticated``: the job has a secret (as under ``stratagem run``) and
+    every call carries its proof; otherwise none (a loopback job without one).
+    """
+    from stratagem.distribute import job_secret
     from stratagem.testing.ps_cluster import LocalPSCluster
 
     with tempfile.TemporaryDirectory(prefix="stratagem_bench_ps_") as folder:
         log_dir, out = Path(folder), Path(folder) / "chief.json"
-        env = {"OMP_NUM_THREADS": "1", "STRATAGEM_TIMEOUT_S": str(int(timeout_s))}
+        env = {"OMP_NUM_THREADS": "1", "STRATAGEM_TIMEOUT_S": str(int(timeout_s)),
+               job_secret.SECRET_ENV: job_secret.generate() if authenticated else ""}
         with LocalPSCluster(SCRIPT, num_workers=NUM_WORKERS, num_ps=num_ps, log_dir=log_dir, env=env,
                             args=(model, str(steps), str(num_ps), str(out))) as cluster:
             status = cluster.wait("chief", 0, timeout_s)
@@ -209,17 +216,22 @@ def time_round_trips(sizes: tuple[int, ...], rounds: int, *, timeout_s: float) -
 
     The server runs ``python -m stratagem.distribute.ps.serve`` (one thread);
     the client is this process. The connection first makes ``CONNECTION_WARMUP_ROUND_TRIPS``
-    untimed round trips of a 1-element variable, and each size one untimed round trip.
+    untimed round trips of a 1-element variable, and each size one untimed round trip. Every
+    call carries its proof of a job secret, as in a job started by ``stratagem run``.
     """
+    from stratagem.distribute import job_secret
+    from stratagem.distribute.ps.auth import Credentials
     from stratagem.distribute.ps.client import PSClient
     from stratagem.launcher.environment import ps_cluster_configs
 
+    secret = job_secret.generate()
     env = {**os.environ, "TF_CONFIG": ps_cluster_configs(1, 1)[("ps", 0)], "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join([str(SCRIPT.parents[1]), os.environ.get("PYTHONPATH", "")])}
+           "PYTHONPATH": os.pathsep.join([str(SCRIPT.parents[1]), os.environ.get("PYTHONPATH", "")]),
+           job_secret.SECRET_ENV: secret}
     address = json.loads(env["TF_CONFIG"])["cluster"]["ps"][0]
     server = subprocess.Popen([sys.executable, "-m", "stratagem.distribute.ps.serve"], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    client = PSClient(address, timeout_s=timeout_s)
+    client = PSClient(address, timeout_s=timeout_s, credentials=Credentials.from_secret(secret.encode()))
     sgd = {"optimizer": {"class": "SGD", "hyper": {"lr": LEARNING_RATE}}}
     seconds: dict[int, list[float]] = {}
     try:

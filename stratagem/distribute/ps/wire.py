@@ -39,6 +39,16 @@ def encode(tensors: dict[str, torch.Tensor], meta: dict[str, Any] | None = None)
     return b"".join([struct.pack(">I", len(header)), header, *payloads])
 
 
+def header_end(message: bytes) -> int:
+    """Where ``message``'s length prefix and JSON header end, read from the prefix alone (nothing parsed).
+
+    At most ``len(message)``: a prefix that claims more is the decoder's to refuse.
+    """
+    if len(message) < 4:
+        return len(message)
+    return min(len(message), 4 + struct.unpack(">I", message[:4])[0])
+
+
 def decode(message: bytes) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Parses a message from ``encode``; raises ``ValueError`` naming the first problem found."""
     if len(message) < 4:

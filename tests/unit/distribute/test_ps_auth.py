@@ -83,7 +83,7 @@ def test_replayed_expired_or_retargeted_proofs_are_refused(server: ParameterServ
     raw(create, timeout=10, metadata=((auth.PROOF_METADATA, proof),))  # the job's own call goes through
     refusals = {
         "used before": (create, proof),
-        "does not match": (wire.encode({"w": torch.ones(3)}), auth.proof(JOB.key, path, create)),  # other bytes
+        "does not match": (wire.encode({"w": torch.zeros(4)}), auth.proof(JOB.key, path, create)),  # other header
         "away from this host's clock": (create, auth.proof(JOB.key, path, create,
                                                             now_ms=time.time_ns() // 10**6 - 10 * 60 * 1000)),
         "malformed": (create, "v1:abc"),
