@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import re
 import socket
+import threading
 import time
 from collections.abc import Iterator, Sequence
 
@@ -171,6 +173,78 @@ def collective_errors(operation: str, *, timeout_s: float) -> Iterator[None]:
                 "another worker probably crashed, and its own log says why."
             ) from err
         raise RuntimeError(f"[rank {rank}/{world_size}] {operation} failed: {err}") from err
+
+
+# Words of gloo's and NCCL's errors: a collective failed, rather than the user's code in the step.
+_COMMUNICATION_WORDS = ("gloo", "nccl", "connection closed by peer", "connection reset by peer", "timed out",
+                        "broken pipe")
+
+
+@contextlib.contextmanager
+def step_collective_errors(operation: str, *, tag: str) -> Iterator[None]:
+    """Names the unresponsive ranks when a collective inside a training step fails (DDP's gradient all-reduce).
+
+    A timeout becomes ``CollectiveTimeoutError``, a closed connection a
+    ``RuntimeError``; both say which peers did not answer, found through the
+    rendezvous store (every live rank marks itself under ``tag``, the same
+    on every rank). Errors of the step's own code pass unchanged.
+    """
+    try:
+        yield
+    except (RuntimeError, dist.DistError) as err:
+        text = str(err).lower()
+        if not dist.is_initialized() or not any(word in text for word in _COMMUNICATION_WORDS):
+            raise
+        rank, world_size = dist.get_rank(), dist.get_world_size()
+        waited = re.search(r"waiting (\d+) ?ms", text)  # gloo names the timeout it applied
+        timeout_s = int(waited.group(1)) / 1000 if waited else _store.timeout.total_seconds() if _store else float("nan")
+        peers = _unresponsive_peers(rank, world_size, tag=tag, wait_s=min(5.0, timeout_s) if timeout_s > 0 else 5.0)
+        who = ("which peer is unknown (the process group was not started by stratagem)" if peers is None else
+               f"rank(s) {peers} did not answer: stopped, hung or dead" if peers else
+               "every peer still answers, so one failed in another way; see their logs")
+        if "timed out" in text or "timeout" in text:
+            raise CollectiveTimeoutError(
+                f"[rank {rank}/{world_size}] {operation} did not complete within {timeout_s:g}s; {who}. If the "
+                "job is only slow, raise the timeout (CommunicationOptions(timeout_seconds=...), STRATAGEM_TIMEOUT_S "
+                f"or stratagem run --timeout). Received: operation={operation!r}, unresponsive_ranks={peers}, "
+                f"timeout_s={timeout_s:g}",
+                operation=operation, rank=rank, timeout_s=timeout_s,
+            ) from err
+        raise RuntimeError(
+            f"[rank {rank}/{world_size}] {operation} failed because a peer closed its connection; {who}. Its own "
+            f"log says why. Received: operation={operation!r}, unresponsive_ranks={peers}"
+        ) from err
+
+
+def _unresponsive_peers(rank: int, world_size: int, *, tag: str, wait_s: float) -> list[int] | None:
+    """Ranks that do not mark themselves failed under ``tag`` within ``wait_s``; None without our store."""
+    store = _store
+    if store is None:
+        return None
+    keys = [f"stratagem/failed/{tag}/{r}" for r in range(world_size)]
+    found: list[list[int]] = []
+
+    def ask() -> None:
+        deadline = time.monotonic() + wait_s
+        try:
+            store.set(keys[rank], "1")
+            while True:
+                missing = [r for r in range(world_size) if r != rank and not store.check([keys[r]])]
+                if not missing or time.monotonic() >= deadline:
+                    found.append(missing)
+                    return
+                time.sleep(0.05)
+        except (RuntimeError, dist.DistError):  # the store's server is gone
+            return
+
+    # NOTE: on a thread with a deadline: a store request to a stopped rank 0 (which serves the store)
+    # blocks without timing out, and this process must still report and exit.
+    asking = threading.Thread(target=ask, daemon=True)
+    asking.start()
+    asking.join(wait_s + 1.0)
+    if found:
+        return found[0]
+    return [0] if rank != 0 else None  # the store does not answer: rank 0, which serves it, does not
 
 
 def wrap_ddp(module: nn.Module, *, device: torch.device, bucket_cap_mb: float | None,

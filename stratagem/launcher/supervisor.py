@@ -133,16 +133,20 @@ def run(config: LaunchConfig) -> int:
 def _run_in(config: LaunchConfig, error_dir: str, attempt: int) -> int:
     workers = _start_workers(config, error_dir, attempt)
     signaled: set[int] = set()
+    hung: list[Worker] = []
     with stop_on_signals() as stop:
         try:
             failed = _watch(workers, stop)
+            if failed is not None:  # looked at before our signals: a stopped worker hangs its peers' collectives
+                hung = [worker for worker in workers if _is_stopped(worker)]
         finally:
             signaled = stop_all(workers, config.grace_period_s)
     if failed is not None:
         resolver = _tf_config_resolver(os.environ)
         world_size = config.num_processes * config.nnodes if config.num_processes else \
             resolver.world_size if resolver else 1
-        raise _failure(_root_cause(failed, workers, signaled), world_size)
+        raise _failure(hung[0], world_size, reported_by=failed) if hung else \
+            _failure(_root_cause(failed, workers, signaled), world_size)
     if stop.is_set():
         return 130
     return 0
@@ -328,8 +332,21 @@ def _root_cause(first_seen: Worker, workers: list[Worker], signaled: set[int]) -
     return min(records, key=lambda item: item[0])[1] if records else first_seen
 
 
-def _failure(worker: Worker, world_size: int) -> WorkerFailedError:
+def _is_stopped(worker: Worker) -> bool:
+    """Whether the worker is stopped (SIGSTOP, a debugger): alive but answering no peer (Linux)."""
+    try:
+        with open(f"/proc/{worker.process.pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
+
+
+def _failure(worker: Worker, world_size: int, *, reported_by: Worker | None = None) -> WorkerFailedError:
     reason, exit_code = describe_exit(worker)
+    if reported_by is not None:  # the worker hung: its peer failed waiting for it
+        reason = (f"was stopped (SIGSTOP, a debugger or a frozen host) and hung the job: rank {reported_by.rank} "
+                  f"{describe_exit(reported_by)[0]}")
+        exit_code = 1
     tail = "\n".join(worker.tail)
     message = (
         f"Worker rank {worker.rank} (of {world_size}) {reason}; the other workers were stopped. "

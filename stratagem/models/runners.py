@@ -34,7 +34,7 @@ from stratagem._nest import batch_size_of
 from stratagem.callbacks import CallbackList
 from stratagem.callbacks.backup_and_restore import BackupAndRestore
 from stratagem.data.device import prefetch_to_device
-from stratagem.distribute import context
+from stratagem.distribute import collectives, context
 from stratagem.models.data_adapter import EpochFeeder, unpack
 from stratagem.errors import ConfigurationError
 from stratagem.models.fit_state import FitState
@@ -63,7 +63,9 @@ class LocalRunner:
             callbacks.call("on_train_batch_begin", step, None)
             # NOTE: the loss is divided by the GLOBAL batch (every replica's rows of
             # this step), which the batch carries: gradients are then summed.
-            with context.global_batch(global_batch_size):
+            # DDP's gradient all-reduce runs in backward: a peer that died or hangs is named here.
+            with context.global_batch(global_batch_size), \
+                    collectives.step_collective_errors("the gradient all-reduce", tag=f"epoch{epoch}/step{step}"):
                 model.train_step(batch)
             state.step = step + 1
             if self._global_batch_logs:  # a collective: made on every replica, whether its callbacks look or not
