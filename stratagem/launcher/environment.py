@@ -31,6 +31,12 @@ Variables a worker reads, and who sets them:
 - ``STRATAGEM_ERROR_FILE``: where the worker records its uncaught exception
   (time, type, message) so the launcher can blame the first failure rather than
   the peers that failed because of it. Launcher.
+- ``STRATAGEM_JOB_SECRET``: the job's secret; every gRPC call of a parameter-server job
+  proves it and the rendezvous keeps its keys under a prefix derived from it
+  (``stratagem.distribute.job_secret``). Launcher: a fresh one per one-host job, unless
+  the user set it (or ``STRATAGEM_JOB_SECRET_FILE``, a file holding it), which is passed
+  on; a multi-host job gets only the user's. ``STRATAGEM_TLS_CERT`` / ``_KEY`` / ``_CA``:
+  the user's, passed on (TLS for the parameter servers).
 - ``OMP_NUM_THREADS``: the host's cores divided by the local processes, unless
   the user set it. Launcher (``-n N``).
 - ``PYTHONUNBUFFERED``: ``1``, so a worker's lines reach the launcher as they
