@@ -65,6 +65,10 @@ class ShardsVariables(Protocol):
         """The module's whole state (parameters and buffers) on every replica, on the CPU: a collective."""
         ...
 
+    def load_full_state_dict(self, module: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
+        """Loads a whole state (as ``full_state_dict`` returns) into the module's shards; every replica calls it."""
+        ...
+
 
 @runtime_checkable
 class SupportsNoSync(Protocol):

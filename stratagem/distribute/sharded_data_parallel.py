@@ -36,7 +36,10 @@ class ShardedDataParallelStrategy(CollectiveStrategy):
 
     Every module that owns parameters is its own shard group (all-gathered on
     its own), then the root. A parameter used outside its module's ``forward``
-    (tied weights read by another layer) is not supported by FSDP. Build the
+    (tied weights read by another layer) is not supported by FSDP. Gradient
+    accumulation (``gradient_accumulation_steps``) reduce-scatters on every
+    micro-step: skipping it, as DDP's ``no_sync`` does, would hold whole
+    gradients, which is what this strategy exists to avoid. Build the
     optimizer through ``compile`` (a Keras name or a ``stratagem.optimizers``
     object): the sharded parameters replace the module's at ``compile``, so a
     torch optimizer built before it would step the old ones.
@@ -46,9 +49,6 @@ class ShardedDataParallelStrategy(CollectiveStrategy):
             then torchrun's variables, then SLURM's, else a single worker.
         communication_options: ``CommunicationOptions`` (timeout, backend:
             gloo on CPU, NCCL on CUDA).
-        reshard_after_forward: Free each layer's gathered parameters after its
-            forward and gather them again in backward (least memory; FSDP's
-            default), or keep them until backward (one all-gather less per layer).
 
     Example:
         >>> strategy = stratagem.distribute.ShardedDataParallelStrategy()  # doctest: +SKIP
@@ -62,10 +62,7 @@ class ShardedDataParallelStrategy(CollectiveStrategy):
         self,
         cluster_resolver: ClusterResolver | None = None,
         communication_options: CommunicationOptions | None = None,
-        *,
-        reshard_after_forward: bool = True,
     ) -> None:
-        self._reshard_after_forward = reshard_after_forward
         super().__init__(cluster_resolver=cluster_resolver or resolve_cluster(), communication_options=communication_options)
 
     @override
@@ -83,7 +80,7 @@ class ShardedDataParallelStrategy(CollectiveStrategy):
         if self._num_replicas == 1 or isinstance(module, FSDPModule):  # nothing to shard over; or compiled twice
             return module
         mesh = init_device_mesh(self._device.type, (self._num_replicas,))
-        return shard_module(module, mesh=mesh, reshard_after_forward=self._reshard_after_forward)
+        return shard_module(module, mesh=mesh)
 
     def full_state_dict(self, module: nn.Module) -> dict[str, torch.Tensor]:
         """The module's whole state on every replica, on the CPU (all-gathers every shard: a collective)."""
@@ -93,8 +90,14 @@ class ShardedDataParallelStrategy(CollectiveStrategy):
         state = get_model_state_dict(module, options=StateDictOptions(full_state_dict=True))
         return {key: value.detach().cpu() for key, value in state.items()}
 
+    def load_full_state_dict(self, module: nn.Module, state: dict[str, torch.Tensor]) -> None:
+        """Loads a whole state into ``module``: each replica keeps the slices its shards cover."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 
-def shard_module(module: nn.Module, *, mesh: object, reshard_after_forward: bool) -> nn.Module:
+        set_model_state_dict(module, state, options=StateDictOptions(full_state_dict=True))
+
+
+def shard_module(module: nn.Module, *, mesh: object) -> nn.Module:
     """Applies ``fully_shard`` to every module that owns parameters (innermost first), then to ``module``.
 
     Gradients are SUMMED across replicas, not averaged (FSDP's default): the
@@ -104,9 +107,11 @@ def shard_module(module: nn.Module, *, mesh: object, reshard_after_forward: bool
     from torch.distributed.fsdp import FSDPModule, fully_shard
 
     owners = [m for m in module.modules() if m is not module and any(True for _ in m.parameters(recurse=False))]
+    # NOTE: FSDP's default reshard_after_forward=True: a layer's gathered parameters are freed after
+    # its forward and gathered again for its backward, so at most one layer is ever whole (least memory).
     for owner in reversed(owners):  # modules() is parents first: children get their own groups first
-        fully_shard(owner, mesh=mesh, reshard_after_forward=reshard_after_forward)
-    fully_shard(module, mesh=mesh, reshard_after_forward=reshard_after_forward)
+        fully_shard(owner, mesh=mesh)
+    fully_shard(module, mesh=mesh)
     for sharded in module.modules():
         if isinstance(sharded, FSDPModule):
             sharded.set_gradient_divide_factor(1.0)

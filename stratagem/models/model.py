@@ -23,7 +23,7 @@ from stratagem.callbacks import Callback, CallbackList, History, ProgbarLogger
 from stratagem.callbacks.backup_and_restore import BackupAndRestore
 from stratagem.data.ops.shuffle import mix_seed
 from stratagem.distribute import context
-from stratagem.distribute.capabilities import SchedulesSteps
+from stratagem.distribute.capabilities import SchedulesSteps, ShardsVariables
 from stratagem.distribute.input_lib import shared_seed
 from stratagem.distribute.strategy import Strategy
 from stratagem.models import fit_loop
@@ -312,24 +312,26 @@ class Model:
 
     def get_weights(self) -> list[np.ndarray]:
         """The module's state (parameters and buffers) as numpy arrays."""
-        return [t.detach().cpu().numpy().copy() for t in self.module.state_dict().values()]
+        return [t.detach().cpu().numpy().copy() for t in self._whole_state().values()]
 
     def set_weights(self, weights: Sequence[np.ndarray]) -> None:
         state = self.module.state_dict()
         if len(weights) != len(state):
             raise ValueError(f"set_weights expects {len(state)} arrays. Received: {len(weights)}")
-        self.module.load_state_dict({k: torch.as_tensor(w) for k, w in zip(state, weights)})
+        self._load_whole_state({k: torch.as_tensor(w) for k, w in zip(state, weights)})
 
     def save_weights(self, filepath: str) -> None:
         """Writes the module's parameters and buffers (``.safetensors``, or torch format otherwise).
 
-        Only the chief writes, but every replica may call it. The write is atomic.
+        Only the chief writes, but every replica may call it (every replica must, when the
+        strategy shards the weights: they are gathered first). The write is atomic.
         """
+        state = self._whole_state()
         if not self._strategy.is_chief:
             return
         from stratagem.checkpoint.io import save_state
 
-        save_state(filepath, dict(self.module.state_dict()))
+        save_state(filepath, dict(state))
 
     def load_weights(self, filepath: str) -> None:
         """Loads weights saved by ``save_weights`` (never runs code from the file).
@@ -342,12 +344,24 @@ class Model:
 
         state = load_state(filepath)
         try:
-            self.module.load_state_dict(state)
+            self._load_whole_state(state)
         except RuntimeError as err:
             raise CheckpointError(
                 f"The weights in {filepath!r} do not fit this model (different layers or shapes). "
                 f"Received: {str(err)[:300]}"
             ) from err
+
+    def _whole_state(self) -> dict[str, torch.Tensor]:
+        """The module's state, whole: gathered from every replica's shards when the strategy shards it (a collective)."""
+        if isinstance(self._strategy, ShardsVariables):
+            return self._strategy.full_state_dict(self.module)
+        return self.module.state_dict()
+
+    def _load_whole_state(self, state: dict[str, torch.Tensor]) -> None:
+        if isinstance(self._strategy, ShardsVariables):
+            self._strategy.load_full_state_dict(self.module, state)
+        else:
+            self.module.load_state_dict(state)
 
     def save(self, filepath: str, *, input_example: Any = None, **kwargs: Any) -> None:
         """Saves the model as a folder that loads without its Python class (``keras.Model.save``).
@@ -375,6 +389,13 @@ class Model:
             )
         if kwargs:
             raise ValueError(f"The following argument(s) are not supported: {sorted(kwargs)}. Received: {kwargs!r}")
+        if isinstance(self._strategy, ShardsVariables) and self._strategy.num_replicas_in_sync > 1:
+            raise ValueError(
+                f"Model.save exports the whole model from one process (torch.export), but under "
+                f"{type(self._strategy).__name__} each replica holds only a shard of it. Call "
+                "model.save_weights(path) on every replica (the chief writes the gathered weights), then in one "
+                "process without this strategy load them into the same architecture and save that model. "
+                f"Received: num_replicas_in_sync={self._strategy.num_replicas_in_sync}")
         save_model(self, filepath, input_example=input_example)
 
     def count_params(self) -> int:

@@ -37,7 +37,9 @@ def clip_gradients(grads: Tensors, group: dict[str, Any]) -> None:
     """Clips ``grads`` in place as Keras does: by each tensor's norm, by their global norm, or by value."""
     if group["clipnorm"]:
         # Keras: g * clipnorm / max(||g||, clipnorm), each tensor on its own.
-        scales = torch._foreach_maximum(torch._foreach_norm(grads), group["clipnorm"])
+        # max(||g||, clipnorm), out of place: sharded (DTensor) gradients have no _foreach_maximum,
+        # and their norms are partial sums that an in-place op cannot turn into whole ones.
+        scales = torch._foreach_clamp_min(torch._foreach_norm(grads), group["clipnorm"])
         torch._foreach_reciprocal_(scales)
         torch._foreach_mul_(scales, group["clipnorm"])
         torch._foreach_mul_(grads, scales)

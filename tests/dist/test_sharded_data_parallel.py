@@ -1,12 +1,14 @@
 """ShardedDataParallelStrategy (FSDP2 on gloo): half the state per rank, DDP's numbers, checkpoints that reshard.
 
-Three spawns. Two ranks train 20 steps under the sharded strategy and, in the
+Two spawns. Two ranks train 20 steps under the sharded strategy and, in the
 same process group, under MultiWorkerMirroredStrategy (DDP): the weights must
-match within 1e-5 and each rank must hold about half of the parameter plus
-Adam-state bytes. Halfway, they save a sharded checkpoint (sync and async) and
-a BackupAndRestore backup; one rank and then three ranks load them (resharded)
-and train the second half, which must end where the two ranks ended without
-the save/load.
+match within 1e-5 (also with clipnorm and gradient accumulation) and each rank
+must hold about half of the parameter plus Adam-state bytes; get_weights,
+save_weights, load_weights and set_weights see the whole weights. Halfway, they
+save a sharded checkpoint (sync and async) and a BackupAndRestore backup; one
+replica (in the test's process) and then three ranks load them (resharded) and
+train the second half, which must end where the two ranks ended without the
+save/load.
 """
 
 from __future__ import annotations
@@ -33,18 +35,24 @@ def _data() -> tuple[np.ndarray, np.ndarray]:
     return classification_data(GLOBAL_BATCH * STEPS_PER_EPOCH, seed=5)
 
 
-def _compiled_model() -> stratagem.Model:
+def _compiled_model(optimizer: stratagem.optimizers.Optimizer | None = None) -> stratagem.Model:
     torch.manual_seed(7)  # the agreed shuffle seed comes from torch's RNG at compile
     model = stratagem.Model(small_cnn())
-    model.compile(optimizer=stratagem.optimizers.Adam(learning_rate=0.01),
+    model.compile(optimizer=optimizer or stratagem.optimizers.Adam(learning_rate=0.01),
                   loss=stratagem.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
     return model
 
 
-def _fit(model: stratagem.Model, *, epochs: int, initial_epoch: int = 0, callbacks: list | None = None) -> dict:
+def _clipped_accumulating_adam() -> stratagem.optimizers.Optimizer:
+    # clipnorm: per-tensor norms of sharded gradients; accumulation: reduce-scatter on every micro-step.
+    return stratagem.optimizers.Adam(learning_rate=0.01, clipnorm=0.05, gradient_accumulation_steps=2)
+
+
+def _fit(model: stratagem.Model, *, epochs: int, initial_epoch: int = 0, callbacks: list | None = None,
+         steps_per_epoch: int | None = None) -> dict:
     x, y = _data()
     history = model.fit(x, y, batch_size=GLOBAL_BATCH, epochs=epochs, initial_epoch=initial_epoch, shuffle=False,
-                        verbose=0, callbacks=callbacks)
+                        verbose=0, callbacks=callbacks, steps_per_epoch=steps_per_epoch)
     return history.history
 
 
@@ -74,6 +82,8 @@ def _worker_train_and_save(rank: int, world_size: int, folder: str) -> dict:
     with mirrored.scope():
         ddp_model = _compiled_model()
         ddp_history = _fit(ddp_model, epochs=2)
+        ddp_accumulated = _compiled_model(_clipped_accumulating_adam())
+        _fit(ddp_accumulated, epochs=1, steps_per_epoch=4)
     with sharded.scope():
         model = _compiled_model()
         _fit(model, epochs=1, callbacks=[BackupAndRestore(f"{folder}/backup", delete_checkpoint=False)])
@@ -86,10 +96,21 @@ def _worker_train_and_save(rank: int, world_size: int, folder: str) -> dict:
         x, y = _data()
         evaluation = model.evaluate(x[:37], y[:37], batch_size=8, return_dict=True)
         ddp_evaluation = ddp_model.evaluate(x[:37], y[:37], batch_size=8, return_dict=True)
+        accumulated = _compiled_model(_clipped_accumulating_adam())
+        _fit(accumulated, epochs=1, steps_per_epoch=4)
+        # Keras' weight API on sharded weights: gathered whole, and put back into the shards.
+        model.save_weights(f"{folder}/weights.safetensors")  # every replica: the weights are gathered first
+        copy = _compiled_model()
+        copy.load_weights(f"{folder}/weights.safetensors")
+        copy.set_weights([w * 2 for w in copy.get_weights()])
+        with pytest.raises(ValueError, match="save_weights"):
+            model.save(f"{folder}/saved")
     return {
         "sharded": _full_weights(sharded, model), "ddp": _full_weights(mirrored, ddp_model), "halfway": halfway,
         "history": history, "ddp_history": ddp_history, "evaluate": evaluation, "ddp_evaluate": ddp_evaluation,
         "sharded_bytes": _state_bytes(model), "ddp_bytes": _state_bytes(ddp_model),
+        "accumulated": _full_weights(sharded, accumulated), "ddp_accumulated": _full_weights(mirrored, ddp_accumulated),
+        "get_weights": model.get_weights(), "copy_doubled": _full_weights(sharded, copy),
     }
 
 
@@ -97,8 +118,8 @@ def _worker_load_and_continue(rank: int, world_size: int, folder: str) -> dict:
     strategy = stratagem.distribute.ShardedDataParallelStrategy()
     with strategy.scope():
         loaded = {}
-        for name in ("sync", "async"):
-            model = _compiled_model()
+        model = _compiled_model()
+        for name in ("sync", "async"):  # weights and Adam state, resharded onto this job
             stratagem.checkpoint.ShardedCheckpoint(model).restore(f"{folder}/{name}")
             loaded[name] = _full_weights(strategy, model)
         _fit(model, epochs=2, initial_epoch=1)
@@ -123,6 +144,9 @@ def test_two_ranks_shard_state_match_ddp_and_checkpoints_reshard_onto_one_and_th
         _assert_weights_close(result["sharded"], result["ddp"])
         np.testing.assert_allclose(result["history"]["loss"], result["ddp_history"]["loss"][1:], rtol=1e-5)
         assert result["evaluate"] == pytest.approx(result["ddp_evaluate"], rel=1e-5)
+        _assert_weights_close(result["accumulated"], result["ddp_accumulated"])
+        _assert_weights_close(dict(zip(result["sharded"], result["get_weights"])), result["sharded"])
+        _assert_weights_close(result["copy_doubled"], {key: 2 * value for key, value in result["sharded"].items()})
     _assert_weights_close(trained[1]["sharded"], trained[0]["sharded"])
     total = trained[0]["ddp_bytes"]  # DDP: every rank holds every parameter and its Adam moments
     for result in trained:
@@ -136,8 +160,10 @@ def test_two_ranks_shard_state_match_ddp_and_checkpoints_reshard_onto_one_and_th
     shutil.copytree(tmp_path / "backup", backup_for_three / "backup")  # the one-rank run adds its own backups
     for name in ("sync", "async"):
         shutil.copytree(tmp_path / name, backup_for_three / name)
-    for world_size, folder in ((1, tmp_path), (3, backup_for_three)):
-        results = run_workers(_worker_load_and_continue, world_size=world_size, args=(str(folder),), timeout_s=120)
+    # One replica needs no process group: it runs here, which saves a spawn (and its seconds of imports).
+    one = [_worker_load_and_continue(0, 1, str(tmp_path))]
+    three = run_workers(_worker_load_and_continue, world_size=3, args=(str(backup_for_three),), timeout_s=120)
+    for results, folder in ((one, tmp_path), (three, backup_for_three)):
         for result in results:
             _assert_weights_close(result["loaded"]["sync"], trained[0]["halfway"])
             _assert_weights_close(result["loaded"]["async"], trained[0]["halfway"])
