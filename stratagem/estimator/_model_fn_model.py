@@ -40,6 +40,9 @@ class ModelFnModel(Model):
         super().__init__(spec.scaffold, name="model_fn")
         self._model_fn, self._params, self._config = model_fn, params, config
         self._eval_metrics: dict[str, Any] = {}
+        # The spec's hooks, read from the call that built the model (TF reads them once, from its graph).
+        self.training_hooks = list(spec.training_hooks)
+        self.evaluation_hooks = list(spec.evaluation_hooks)
 
     def compile_for(self, spec: EstimatorSpec) -> None:
         """Binds to the strategy in scope with ``spec.train_op`` (a placeholder SGD outside TRAIN)."""

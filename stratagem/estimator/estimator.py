@@ -143,7 +143,8 @@ class Estimator:
             raise ValueError("The training input repeats forever, so train would never end. Pass steps=N or "
                              "max_steps=N. Received: steps=None, max_steps=None")
         saver = _CheckpointSaver(self._config, global_step)
-        model.fit(data, epochs=1, steps_per_epoch=to_run, verbose=0, callbacks=[*(hooks or []), saver])
+        hooks = [*(hooks or []), *getattr(model, "training_hooks", [])]
+        model.fit(data, epochs=1, steps_per_epoch=to_run, verbose=0, callbacks=[*hooks, saver])
         return self
 
     # ---- evaluate / predict / export ---------------------------------------------
@@ -164,7 +165,8 @@ class Estimator:
         data = self._input(input_fn, ModeKeys.EVAL, strategy)
         model = self._model(strategy, ModeKeys.EVAL, lambda: _first_batch(data))
         global_step = _checkpoints.restore(model, path, optimizer=False)
-        logs = model.evaluate(data, steps=steps, verbose=0, callbacks=list(hooks or []), return_dict=True)
+        hooks = [*(hooks or []), *getattr(model, "evaluation_hooks", [])]
+        logs = model.evaluate(data, steps=steps, verbose=0, callbacks=hooks, return_dict=True)
         assert isinstance(logs, dict)  # return_dict=True
         results: dict[str, Any] = dict(logs)
         results["global_step"] = global_step

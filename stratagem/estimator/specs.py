@@ -47,8 +47,9 @@ class EstimatorSpec:
         scaffold: The ``torch.nn.Module`` holding the model's state: what the
             Estimator checkpoints, restores, exports and broadcasts from the
             chief (TF's ``Scaffold`` says what its ``Saver`` saves). Required.
-        training_hooks: Extra callbacks for ``train`` (``stratagem.callbacks.Callback``).
-        evaluation_hooks: Extra callbacks for ``evaluate``.
+        training_hooks: Extra callbacks for ``train`` (``stratagem.callbacks.Callback``),
+            read from the call that builds the model.
+        evaluation_hooks: Extra callbacks for ``evaluate``, read likewise.
     """
 
     mode: ModeKeys | str

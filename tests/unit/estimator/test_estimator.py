@@ -95,10 +95,15 @@ def test_evaluate_reports_loss_metrics_and_global_step_as_model_evaluate(tmp_pat
     assert written["global_step"] == 2 and written["loss"] == pytest.approx(results["loss"])
 
 
-def test_keep_checkpoint_max_deletes_the_oldest(tmp_path: Path) -> None:
-    config = RunConfig(model_dir=str(tmp_path), save_checkpoints_steps=1, keep_checkpoint_max=2)
-    model_to_estimator(_compiled_model(), config=config).train(_input_fn(), steps=5)
+def test_keep_checkpoint_max_deletes_the_oldest_and_steps_are_logged(tmp_path: Path,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    config = RunConfig(model_dir=str(tmp_path), save_checkpoints_steps=1, keep_checkpoint_max=2,
+                       log_step_count_steps=2)
+    with caplog.at_level("INFO", logger="stratagem.estimator"):
+        model_to_estimator(_compiled_model(), config=config).train(_input_fn(), steps=5)
     assert sorted(p.name for p in tmp_path.glob("model.ckpt-*")) == ["model.ckpt-4.pt", "model.ckpt-5.pt"]
+    logged = [r.getMessage() for r in caplog.records if "global_step/sec" in r.getMessage()]
+    assert [m.split("step = ")[1].split(" ")[0] for m in logged] == ["2", "4"]
 
 
 def test_bad_arguments_raise_with_the_fix(tmp_path: Path) -> None:
@@ -142,15 +147,18 @@ def _model_fn_parts():
         accuracy = stratagem.metrics.SparseCategoricalAccuracy()  # a new metric per call: summed by the Estimator
         accuracy.update_state(labels, logits)
         return EstimatorSpec(mode, loss=loss, train_op=optimizer, eval_metric_ops={"accuracy": accuracy},
-                             scaffold=net)
+                             scaffold=net, training_hooks=[counter])
 
-    return net, model_fn
+    counter = stratagem.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: counted.append(batch))
+    counted: list[int] = []
+    return net, model_fn, counted
 
 
 def test_model_fn_estimator_trains_as_a_plain_torch_loop(tmp_path: Path) -> None:
-    net, model_fn = _model_fn_parts()
+    net, model_fn, counted = _model_fn_parts()
     estimator = Estimator(model_fn, model_dir=str(tmp_path))
     estimator.train(_input_fn(), steps=4)
+    assert counted == [0, 1, 2, 3]  # the spec's training_hooks ran
     torch.manual_seed(0)
     reference = nn.Linear(6, 3)
     optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
