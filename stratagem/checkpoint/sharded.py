@@ -24,7 +24,7 @@ import shutil
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -143,7 +143,7 @@ def load_sharded(directory: str | os.PathLike[str], model: Any) -> None:
         )
     module, optimizer = model.module, model.optimizer.torch_optimizer
     model_state, optimizer_state = get_state_dict(module, optimizer)  # this job's shards, filled in place
-    state = {"model": model_state, "optimizer": optimizer_state}
+    state: dict[str, Any] = {"model": model_state, "optimizer": optimizer_state}
     try:
         with _one_process_quietly():
             dcp.load(state, storage_reader=_SafeReader(folder), planner=_SafeLoadPlanner(),
@@ -160,12 +160,13 @@ def load_sharded(directory: str | os.PathLike[str], model: Any) -> None:
 def _state_dict(model: Any) -> dict[str, Any]:
     """The model's and optimizer's state keyed by parameter name (not id), so it reshards onto any job."""
     optimizer = model.optimizer.torch_optimizer
-    # NOTE: get_state_dict takes one zero-gradient step with lr 0 when the optimizer has no
-    # per-parameter state yet (plain SGD), and the Keras rules count that step in their
+    # NOTE: get_state_dict takes one zero-gradient step with lr 0 when the optimizer has neither
+    # state nor gradients (before its first step), and the Keras rules count that step in their
     # param_groups. Put the counters back in both the optimizer and what is saved.
-    groups = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
+    groups: list[dict[str, Any]] = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
     model_state, optimizer_state = get_state_dict(model.module, optimizer)
-    for group, saved_group, before in zip(optimizer.param_groups, optimizer_state["param_groups"], groups):
+    saved_groups = cast("list[dict[str, Any]]", optimizer_state["param_groups"])
+    for group, saved_group, before in zip(optimizer.param_groups, saved_groups, groups):
         group.update(before)
         saved_group.update(before)
     return {"model": model_state, "optimizer": optimizer_state}
@@ -248,9 +249,9 @@ class _SafeReader(dcp.FileSystemReader):
             metadata = _MetadataUnpickler(file).load()
         if not isinstance(metadata, Metadata):
             raise pickle.UnpicklingError(f"{name} holds a {type(metadata).__name__}, not DCP metadata")
-        if getattr(metadata, "storage_meta", None) is None:
-            metadata.storage_meta = StorageMeta()
-        metadata.storage_meta.load_id = self.load_id
+        storage_meta = getattr(metadata, "storage_meta", None) or StorageMeta()  # older checkpoints have none
+        storage_meta.load_id = self.load_id
+        metadata.storage_meta = storage_meta
         return metadata
 
 

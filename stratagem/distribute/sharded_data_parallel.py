@@ -12,6 +12,8 @@ torchrun's or SLURM's variables). Checkpoints of the sharded state are
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, cast
+
 import torch
 from torch import nn
 from typing_extensions import override
@@ -20,6 +22,9 @@ from stratagem.distribute._collective import CollectiveStrategy
 from stratagem.distribute.cluster import ClusterResolver, resolve_cluster
 from stratagem.distribute.multi_worker import resolve_workers
 from stratagem.distribute.options import CommunicationOptions
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
 
 
 class ShardedDataParallelStrategy(CollectiveStrategy):
@@ -88,16 +93,16 @@ class ShardedDataParallelStrategy(CollectiveStrategy):
 
         # NOTE: cpu_offload=False so every rank gets the full tensors; with it, only rank 0 would.
         state = get_model_state_dict(module, options=StateDictOptions(full_state_dict=True))
-        return {key: value.detach().cpu() for key, value in state.items()}
+        return {key: cast(torch.Tensor, value).detach().cpu() for key, value in state.items()}
 
     def load_full_state_dict(self, module: nn.Module, state: dict[str, torch.Tensor]) -> None:
         """Loads a whole state into ``module``: each replica keeps the slices its shards cover."""
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 
-        set_model_state_dict(module, state, options=StateDictOptions(full_state_dict=True))
+        set_model_state_dict(module, cast("dict[str, Any]", state), options=StateDictOptions(full_state_dict=True))
 
 
-def shard_module(module: nn.Module, *, mesh: object) -> nn.Module:
+def shard_module(module: nn.Module, *, mesh: DeviceMesh) -> nn.Module:
     """Applies ``fully_shard`` to every module that owns parameters (innermost first), then to ``module``.
 
     Gradients are SUMMED across replicas, not averaged (FSDP's default): the
