@@ -106,10 +106,3 @@ def test_metadata_that_would_run_code_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="could run code"):
         ShardedCheckpoint(model).restore(tmp_path / "ckpt")
     assert not (tmp_path / "ran").exists()
-
-
-def test_sharded_strategy_is_exported_under_keras_words() -> None:
-    assert stratagem.ShardedDataParallelStrategy is stratagem.distribute.ShardedDataParallelStrategy
-    strategy = stratagem.distribute.ShardedDataParallelStrategy()  # no cluster: one replica, no process group
-    assert strategy.num_replicas_in_sync == 1
-    assert isinstance(strategy, stratagem.distribute.ShardsVariables)
