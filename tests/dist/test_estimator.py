@@ -19,10 +19,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+from torch import nn
 
 import stratagem
 from examples.estimator_image_folder import LABELS, build_model, input_fn, make_image_folder
-from stratagem.estimator import EvalSpec, RunConfig, TrainSpec, model_to_estimator, train_and_evaluate
+from stratagem.estimator import (
+    Estimator, EstimatorSpec, EvalSpec, RunConfig, TrainSpec, model_to_estimator, train_and_evaluate,
+)
 from stratagem.launcher.ports import find_free_ports
 from stratagem.testing import run_workers
 
@@ -48,6 +52,24 @@ def _train_twice(root: str, model_dir: str, batch_size: int, strategy: object = 
     results = estimator.evaluate(input_fn=lambda: input_fn(test, LABELS, image_size=SIZE, batch_size=4))
     module = next(iter(estimator._models.values()))[1].module
     return {"first": first, "results": results, "state": {k: v.numpy().copy() for k, v in module.state_dict().items()}}
+
+
+def _train_model_fn(model_dir: str, batch_size: int, strategy: object = None) -> dict[str, np.ndarray]:
+    """A model_fn Estimator (train_op = the optimizer) trained 3 steps: gradients averaged over replicas."""
+    torch.manual_seed(0)
+    net = nn.Linear(6, 3)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.5)
+
+    def model_fn(features, labels, mode, params, config):
+        return EstimatorSpec(mode, loss=nn.functional.cross_entropy(net(features), labels), train_op=optimizer,
+                             scaffold=net)
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(32, 6)).astype(np.float32)
+    y = x[:, :3].argmax(axis=1).astype(np.int64)
+    estimator = Estimator(model_fn, model_dir=model_dir, config=RunConfig(train_distribute=strategy))
+    estimator.train(lambda: stratagem.data.Dataset.from_tensor_slices((x, y)).batch(batch_size), steps=3)
+    return {k: v.detach().numpy().copy() for k, v in net.state_dict().items()}
 
 
 class _WaitForEvaluation(stratagem.callbacks.Callback):
@@ -134,6 +156,7 @@ def _worker(rank: int, world_size: int, root: str) -> dict:
     config = RunConfig(train_distribute=strategy, eval_distribute=strategy, model_dir=os.path.join(root, "mirrored"))
     result["distributed_eval"] = model_to_estimator(build_model(), config=config).evaluate(sharded_input_fn)
     result["contexts"] = sorted(set(contexts))
+    result["model_fn"] = _train_model_fn(os.path.join(root, "model_fn"), batch_size=4, strategy=strategy)
     result["train_and_evaluate"] = _train_and_evaluate(rank, root, strategy, evaluator)
     return result
 
@@ -159,6 +182,10 @@ def test_model_to_estimator_on_two_replicas_resumes_and_matches_one_replica(job:
         assert result["contexts"] == [(2, rank)]
         for key in ("loss", "accuracy", "global_step"):  # 2 of the 4 test batches per replica, each counted once
             assert result["distributed_eval"][key] == pytest.approx(reference["results"][key], rel=1e-5)
+    reference_model_fn = _train_model_fn(str(root / "model_fn_one"), batch_size=8)
+    for result in results:  # model_fn's loss is its batch mean: replicas average gradients, as TF's optimizers do
+        for name, value in reference_model_fn.items():
+            np.testing.assert_allclose(result["model_fn"][name], value, rtol=0, atol=1e-6, err_msg=name)
     untrained = build_model(seed=7).module.state_dict()
     assert max(float(np.abs(reference["state"][k] - untrained[k].numpy()).max()) for k in untrained) > 1e-3
 
