@@ -1,8 +1,9 @@
 """Fault-injection soak: kill a random worker at a random time, many times; does training survive?
 
 Each run starts `stratagem run -n 2 --max-restarts 3` on
-tests/e2e/scripts/train_with_backup.py (BackupAndRestore every 2 batches),
-waits until both workers run, then a random moment of their lifetime (as
+tests/e2e/scripts/train_with_backup.py (BackupAndRestore every 2 batches, a
+LearningRateScheduler whose schedule(epoch, lr) reads the current rate, and two
+fit() calls on the same backup folder), waits until both workers run, then a random moment of their lifetime (as
 measured on an uninterrupted run), SIGKILLs one of the two workers chosen at
 random (the job may be starting, training or finishing), and
 lets the launcher restart the group. Reported per run and in total: whether
@@ -31,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from stratagem.checkpoint.io import load_state  # noqa: E402
 
 SCRIPT = Path(__file__).resolve().parents[1] / "tests" / "e2e" / "scripts" / "train_with_backup.py"
-TOTAL_STEPS = 3 * 13
+FITS = 2
+TOTAL_STEPS = FITS * 3 * 13
 
 
 def start_job(tmp: Path, name: str) -> subprocess.Popen[str]:
@@ -39,7 +41,7 @@ def start_job(tmp: Path, name: str) -> subprocess.Popen[str]:
     env |= {"STRATAGEM_SOAK_STEPS": "1", "STRATAGEM_TIMEOUT_S": "60"}
     return subprocess.Popen(
         [sys.executable, "-m", "stratagem.launcher.cli", "run", "-n", "2", "--max-restarts", "3", str(SCRIPT),
-         str(tmp / f"{name}-backup"), str(tmp / f"{name}.safetensors"), "-1", "0"],
+         str(tmp / f"{name}-backup"), str(tmp / f"{name}.safetensors"), "-1", "0", str(FITS)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 
