@@ -130,3 +130,16 @@ def test_grad_scaler_steps_the_wrapper_as_horovods_mixed_precision_example_does(
     scaler.update()
     # d(sum)/dW is 2 everywhere (two rows of ones); lr 0.1: every weight moves by -0.2 once unscaled.
     torch.testing.assert_close(model.weight.detach(), before - 0.2)
+
+
+def test_shutdown_forgets_pending_handles_and_init_starts_again() -> None:
+    hvd.init()
+    handle = hvd.allreduce_async(torch.ones(1))
+    hvd.shutdown()
+    hvd.init()
+    try:
+        with pytest.raises(ValueError, match="unknown"):
+            hvd.synchronize(handle)
+        assert hvd.size() == 1
+    finally:
+        hvd.shutdown()
