@@ -24,6 +24,7 @@ channels (``rpc``).
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import hmac
 import os
@@ -127,7 +128,9 @@ class Guard:
     def __init__(self, key: bytes | None) -> None:
         self._key = key
         self.refused = 0
-        self._seen: dict[str, float] = {}  # nonce -> when its proof expires (monotonic)
+        # nonce -> when a proof carrying it could no longer pass the clock check (monotonic); in
+        # insertion order, which is expiry order, so pruning pops from the front.
+        self._seen: collections.OrderedDict[str, float] = collections.OrderedDict()
         self._lock = threading.Lock()
 
     @property
@@ -163,10 +166,11 @@ class Guard:
             return "its proof does not match the job's secret"
         with self._lock:  # only proven calls reach the cache: strangers cannot fill it
             now = time.monotonic()
+            while self._seen and next(iter(self._seen.values())) <= now:
+                self._seen.popitem(last=False)
             if nonce in self._seen:
                 return "its proof was used before (a replay)"
-            if len(self._seen) > 4096:
-                self._seen = {n: expiry for n, expiry in self._seen.items() if expiry > now}
+            # A proof passes the clock check for up to 2 x the skew after it arrives (its sender's clock ahead).
             self._seen[nonce] = now + 2 * MAX_CLOCK_SKEW_S
         return None
 

@@ -48,7 +48,7 @@ def _code(err: BaseException) -> grpc.StatusCode:
 
 
 def test_strangers_are_refused_every_method_and_change_nothing(server: ParameterServer) -> None:
-    job = PSClient(server.address, timeout_s=10, credentials=JOB)
+    job = PSClient(server.address, timeout_s=60, credentials=JOB)
     initial = torch.randn(2, 3)
     job.call("Create", {"w": initial}, {})
     gradient = torch.ones(2, 3)
@@ -61,7 +61,7 @@ def test_strangers_are_refused_every_method_and_change_nothing(server: Parameter
     }
     assert set(attempts) == set(METHODS)
     for who, credentials in STRANGERS.items():
-        stranger = PSClient(server.address, timeout_s=10, credentials=credentials)
+        stranger = PSClient(server.address, timeout_s=60, credentials=credentials)
         for method, message in attempts.items():
             with pytest.raises(ParameterServerError, match="Call refused") as caught:
                 stranger.call_bytes(method, message)
@@ -126,7 +126,7 @@ def _coordination_call(address: str, credentials: Credentials, method: str, meta
 
 def test_coordination_refuses_strangers_and_forged_reports(service: CoordinatorService) -> None:
     n = service.schedule("train_step")
-    worker = CoordinatorClient(service.address, 0, timeout_s=10, credentials=JOB)
+    worker = CoordinatorClient(service.address, 0, timeout_s=60, credentials=JOB)
     try:
         report = {"worker": 0, "incarnation": worker.incarnation, "closure": n, "value": 123.0}
         for credentials in STRANGERS.values():
@@ -186,7 +186,7 @@ def test_tls_with_a_self_signed_certificate(tmp_path: Path) -> None:
     credentials = Credentials.from_environ({job_secret.SECRET_ENV: SECRET.decode(), **files})
     server = ParameterServer("127.0.0.1:0", credentials=credentials).start()
     try:
-        client = PSClient(server.address, timeout_s=10, credentials=credentials)
+        client = PSClient(server.address, timeout_s=60, credentials=credentials)
         client.call("Create", {"w": torch.arange(3.0)}, {})
         assert torch.equal(client.call("Pull", {}, {"names": ["w"]})[0]["w"], torch.arange(3.0))
         plain = PSClient(server.address, timeout_s=2, credentials=JOB)  # right secret, no TLS: no connection
