@@ -277,6 +277,26 @@ def unpack(data: Any) -> tuple[Any, Any, Any]:
     return padded[0], padded[1], padded[2]
 
 
+def cast_inputs(x: Any, module: torch.nn.Module) -> Any:
+    """Integer and bool inputs as the module's float dtype, as tf.keras casts inputs to its ``Input`` dtype.
+
+    tf.keras' ``Input`` is float32 unless declared otherwise, so uint8 images or
+    integer features train as floats (unscaled). A torch module declares no input
+    dtype; one with an ``Embedding`` takes integer indices, so its inputs stay as
+    they are. Labels are never cast here (sparse labels are integers).
+    """
+    leaves: list[Any] = []
+    map_structure(leaves.append, x)
+    if not any(isinstance(leaf, torch.Tensor) and not leaf.is_floating_point() and not leaf.is_complex()
+               for leaf in leaves):
+        return x
+    if any(isinstance(layer, (torch.nn.Embedding, torch.nn.EmbeddingBag)) for layer in module.modules()):
+        return x
+    dtype = next((p.dtype for p in module.parameters() if p.is_floating_point()), torch.float32)
+    return map_structure(lambda leaf: leaf.to(dtype) if isinstance(leaf, torch.Tensor) and not leaf.is_floating_point()
+                         and not leaf.is_complex() else leaf, x)
+
+
 def _is_array(value: Any) -> bool:
     return isinstance(value, (np.ndarray, torch.Tensor))
 

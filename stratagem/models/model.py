@@ -29,7 +29,7 @@ from stratagem.distribute.strategy import Strategy
 from stratagem.models import fit_loop
 from stratagem.models.compile_utils import CompiledLoss, CompiledMetrics
 from stratagem.models.data_adapter import (
-    EpochFeeder, check_bounded, make_adapter, split_and_weight, unpack, worker_stream,
+    EpochFeeder, cast_inputs, check_bounded, make_adapter, split_and_weight, unpack, worker_stream,
 )
 from stratagem.models.fit_arguments import check_fit_arguments
 from stratagem.models.fit_state import FitState
@@ -159,6 +159,7 @@ class Model:
         x, y, sample_weight = unpack(data)
         assert self.optimizer is not None and self._train_module is not None
         x, y, sample_weight = self._to_device(x), self._to_device(y), self._to_device(sample_weight)
+        x = cast_inputs(x, self.module)  # integer inputs as floats, as tf.keras casts to its Input's dtype
         self._record_input_spec(x)
         step = self._gradient_step
         assert step is not None
@@ -172,6 +173,7 @@ class Model:
     def test_step(self, data: Any) -> None:
         """Updates the loss and metrics on one batch, without training."""
         x, y, sample_weight = (self._to_device(v) for v in unpack(data))
+        x = cast_inputs(x, self.module)  # integer inputs as floats, as tf.keras casts to its Input's dtype
         self._record_input_spec(x)
         with self.dtype_policy.autocast(self._strategy.device):
             y_pred = in_float32(self._forward(x))
@@ -186,7 +188,7 @@ class Model:
         self._record_input_spec(x)
         with self.dtype_policy.autocast(self._strategy.device):
             # float32 out: numpy has no bfloat16, and Keras' guide ends a mixed model in a float32 layer
-            return in_float32(self._forward(self._to_device(x)))
+            return in_float32(self._forward(cast_inputs(self._to_device(x), self.module)))
 
     def compute_loss(self, x: Any = None, y: Any = None, y_pred: Any = None, sample_weight: Any = None,
                      training: bool = True) -> torch.Tensor:

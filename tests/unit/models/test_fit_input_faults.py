@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
+from torch import nn
+
+import stratagem
 
 from stratagem.callbacks import Callback
 from stratagem.data import Dataset
@@ -50,4 +54,26 @@ def test_steps_per_epoch_beyond_array_data_warns_and_stops() -> None:
     with pytest.warns(UserWarning, match="Your input ran out of data; interrupting training"):
         history = _compiled().fit(x, y, batch_size=4, epochs=2, steps_per_epoch=5, callbacks=[Count()], verbose=0)
     assert seen == [0, 1, 2, 3, 4, 0] and history.epoch == [0, 1]
+    assert np.isfinite(history.history["loss"]).all()
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int64])
+def test_integer_inputs_are_cast_to_the_model_float_dtype_as_tf_keras(dtype: type) -> None:
+    x, y = _data(16)
+    x_int = np.round(np.abs(x) * 10).astype(dtype)
+    reference, model = _compiled(), _compiled()
+    history = model.fit(x_int, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    reference.fit(x_int.astype(np.float32), y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    for a, b in zip(model.module.parameters(), reference.module.parameters()):
+        assert torch.equal(a, b)
+    assert model.evaluate(x_int, y, verbose=0) == reference.evaluate(x_int.astype(np.float32), y, verbose=0)
+    np.testing.assert_array_equal(model.predict(x_int, verbose=0), reference.predict(x_int.astype(np.float32), verbose=0))
+
+
+def test_embedding_model_keeps_integer_indices() -> None:
+    model = stratagem.Model(nn.Sequential(nn.Embedding(10, 4), nn.Flatten(), nn.Linear(8, 2)))
+    model.compile(optimizer="sgd", loss="mse")
+    tokens = np.arange(16).reshape(8, 2) % 10
+    history = model.fit(tokens, np.zeros((8, 2), np.float32), batch_size=4, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"]).all()
