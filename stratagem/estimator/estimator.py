@@ -63,6 +63,9 @@ class Estimator:
     def __init__(self, model_fn: Callable[..., Any] | None, model_dir: str | os.PathLike[str] | None = None,
                  config: RunConfig | None = None, params: dict[str, Any] | None = None,
                  warm_start_from: Any = None) -> None:
+        if not callable(model_fn) and type(self) is Estimator:  # model_to_estimator's subclass brings its model
+            raise TypeError(f"model_fn must be a function (features, labels, mode, params, config) -> EstimatorSpec. "
+                            f"Received: model_fn={model_fn!r}")
         config = config or RunConfig()
         if model_dir is not None and config.model_dir is not None and os.fspath(model_dir) != config.model_dir:
             raise ValueError("model_dir and config.model_dir differ; give one, or the same folder to both. Received: "
