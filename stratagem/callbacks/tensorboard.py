@@ -5,7 +5,9 @@ scalars ``epoch_<key>`` per epoch (validation values come from the ``val_``
 logs, under the same tags in the validation folder) and ``batch_<key>`` every
 ``update_freq`` batches. Files are written through
 ``torch.utils.tensorboard.SummaryWriter``, by the chief only; the other
-replicas have nothing to write and take part in no collective here.
+replicas have nothing to write and take part in no collective here, except
+under a strategy that shards the weights, where every replica helps gather
+them for the histograms.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from typing_extensions import override
 
 from stratagem.callbacks.callback import Callback
+from stratagem.distribute.capabilities import ShardsVariables
 
 
 class TensorBoard(Callback):
@@ -94,11 +97,14 @@ class TensorBoard(Callback):
 
     @override
     def on_epoch_end(self, epoch: int, logs: dict[str, float] | None = None) -> None:
+        weights = None
+        if self.histogram_freq and epoch % self.histogram_freq == 0:
+            weights = self._weights()  # before the chief check: gathering sharded weights is a collective
         if not self._writing():
             return
         self._log_epoch_metrics(epoch, logs or {})
-        if self.histogram_freq and epoch % self.histogram_freq == 0:
-            self._log_weights(epoch)
+        if weights is not None:
+            self._log_weights(weights, epoch)
 
     @override
     def on_train_end(self, logs: dict[str, float] | None = None) -> None:
@@ -134,8 +140,15 @@ class TensorBoard(Callback):
         epoch_samples = samples if full_pass and samples is not None else steps * batch_size
         return epoch_samples / max(time.perf_counter() - self._epoch_start, 1e-9)
 
-    def _log_weights(self, epoch: int) -> None:
-        for name, tensor in self.model.module.state_dict().items():
+    def _weights(self) -> dict[str, Any]:
+        """The module's whole weights: under a strategy that shards them, gathered on every replica."""
+        strategy = self.model.distribute_strategy
+        if isinstance(strategy, ShardsVariables):
+            return strategy.full_state_dict(self.model.module)
+        return self.model.module.state_dict()
+
+    def _log_weights(self, weights: dict[str, Any], epoch: int) -> None:
+        for name, tensor in weights.items():
             if tensor.is_floating_point():
                 self._train_writer.add_histogram(name.replace(".", "/") + "/histogram", tensor.detach().cpu(), epoch)
 

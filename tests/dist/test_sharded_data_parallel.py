@@ -86,7 +86,8 @@ def _worker_train_and_save(rank: int, world_size: int, folder: str) -> dict:
         _fit(ddp_accumulated, epochs=1, steps_per_epoch=4)
     with sharded.scope():
         model = _compiled_model()
-        _fit(model, epochs=1, callbacks=[BackupAndRestore(f"{folder}/backup", delete_checkpoint=False)])
+        tensorboard = stratagem.callbacks.TensorBoard(log_dir=f"{folder}/logs", histogram_freq=1)  # gathers the weights
+        _fit(model, epochs=1, callbacks=[BackupAndRestore(f"{folder}/backup", delete_checkpoint=False), tensorboard])
         halfway = _full_weights(sharded, model)
         checkpoint = stratagem.checkpoint.ShardedCheckpoint(model)
         checkpoint.save(f"{folder}/sync")
@@ -154,6 +155,15 @@ def test_two_ranks_shard_state_match_ddp_and_checkpoints_reshard_onto_one_and_th
         assert 0.4 * total <= result["sharded_bytes"] <= 0.6 * total, (result["sharded_bytes"], total)
     assert sum(r["sharded_bytes"] for r in trained) == pytest.approx(total, rel=0.05)  # shards cover it once
     assert not list(tmp_path.glob(".*.partial")), "a finished save leaves no partial folder"
+    # TensorBoard's histograms are of the whole weights, not of the chief's shards.
+    from tensorboard.backend.event_processing import event_accumulator
+
+    logs = event_accumulator.EventAccumulator(str(tmp_path / "logs" / "train"), size_guidance={"histograms": 0})
+    logs.Reload()
+    for key, value in trained[0]["halfway"].items():
+        (histogram,) = logs.Histograms(key.replace(".", "/") + "/histogram")
+        assert histogram.histogram_value.num == value.size
+        assert histogram.histogram_value.sum == pytest.approx(float(value.sum()), abs=1e-4)
 
     backup_for_three = tmp_path / "three"
     backup_for_three.mkdir()
