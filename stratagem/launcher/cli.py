@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 
 from stratagem.errors import ConfigurationError, WorkerFailedError
-from stratagem.launcher import ps_job, supervisor
+from stratagem.launcher import elastic, hosts, ps_job, supervisor
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,15 +22,20 @@ def build_parser() -> argparse.ArgumentParser:
         "P servers, W workers and the chief; the job's exit status is the chief's.",
     )
     local = run.add_argument_group("this host")
-    local.add_argument("-n", "--nproc", type=int, default=None, metavar="NUM",
+    local.add_argument("-n", "--nproc", "-np", type=int, default=None, metavar="NUM",
                        help="processes (replicas) to start on this host; without it, one process that reads TF_CONFIG "
-                       "(with --nnodes: one process, as torchrun)")
+                       "(with --nnodes: one process, as torchrun); -np is horovodrun's spelling, with -H/--hostfile the job's total")
     cluster = run.add_argument_group("multi-host (torchrun-style flags; or set TF_CONFIG on each host and omit -n)")
-    cluster.add_argument("--nnodes", type=int, default=None, help="hosts in the job (default 1)")
+    cluster.add_argument("--nnodes", type=_nnodes, default=None, metavar="N|MIN:MAX",
+                         help="hosts in the job (default 1); MIN:MAX makes an elastic job on torch's c10d rendezvous at "
+                         "--master-addr:--master-port: hosts may leave (down to MIN) and join (up to MAX)")
     cluster.add_argument("--node-rank", type=int, default=None, help="index of this host (default 0)")
     cluster.add_argument("--master-addr", default="127.0.0.1",
                          help="address of rank 0's rendezvous (default 127.0.0.1); with --ps, the address every task binds")
     cluster.add_argument("--master-port", type=int, default=None, help="its port (default: a free port; required with --nnodes > 1)")
+    cluster.add_argument("-H", "--hosts", default=None, metavar="HOST:SLOTS,...",
+                         help="horovodrun-style host list; run the same command on each host (no ssh)")
+    cluster.add_argument("--hostfile", default=None, help="horovodrun-style hostfile: `host slots=N` per line")
     ps = run.add_argument_group("parameter-server job on this host (instead of -n; the chief and workers run the script)")
     ps.add_argument("--ps", type=int, default=None, metavar="P", help="parameter servers to start (no script needed)")
     ps.add_argument("--workers", type=int, default=None, metavar="W", help="workers to start besides the chief")
@@ -63,22 +68,38 @@ def _seconds(*, positive: bool) -> Callable[[str], float]:
     return parse
 
 
-def config_from_args(args: argparse.Namespace) -> supervisor.LaunchConfig | ps_job.PSJobConfig:
+def _nnodes(text: str) -> int | tuple[int, int]:
+    """N, or (MIN, MAX) for an elastic job; argparse names the flag in the error."""
+    try:
+        low, high = elastic.parse_nnodes(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return low if low == high else (low, high)
+
+
+def config_from_args(args: argparse.Namespace) -> supervisor.LaunchConfig | ps_job.PSJobConfig | elastic.ElasticConfig:
     if args.module and args.script_and_args:
         command = (sys.executable, "-m", *args.script_and_args)
     elif args.script_and_args:
         command = (sys.executable, *args.script_and_args)
     else:
         raise SystemExit("stratagem run: name a script to run, e.g. `stratagem run -n 2 train.py`")
+    if args.hosts is not None or args.hostfile is not None:
+        args = hosts.apply_host_list(args)  # horovodrun's -H/--hostfile, onto -n/--nnodes/--node-rank
     if args.ps is not None or args.workers is not None:
         return _ps_job_config(args, command)
+    if isinstance(args.nnodes, tuple):
+        return elastic.ElasticConfig(
+            command=command, min_nodes=args.nnodes[0], max_nodes=args.nnodes[1], nproc_per_node=args.nproc or 1,
+            master_addr=args.master_addr, master_port=args.master_port, max_restarts=args.max_restarts,
+            timeout_s=args.timeout)
     nproc = args.nproc
     if nproc is None and args.nnodes is not None:
         nproc = 1  # torchrun's default: --nnodes N alone is one process per host
     if nproc is None:
         command = ps_job.command_for_this_task(command, os.environ)
     return supervisor.LaunchConfig(
-        command=command, num_processes=nproc, nnodes=args.nnodes or 1, node_rank=args.node_rank or 0,
+        command=command, num_processes=nproc, nnodes=1 if args.nnodes is None else args.nnodes, node_rank=args.node_rank or 0,
         master_addr=args.master_addr, master_port=args.master_port, timeout_s=args.timeout,
         grace_period_s=args.grace_period, max_restarts=args.max_restarts,
     )
@@ -113,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if isinstance(config, ps_job.PSJobConfig):
             return ps_job.run(config)
+        if isinstance(config, elastic.ElasticConfig):
+            return elastic.run(config)
         code = supervisor.run(config)
     except WorkerFailedError as err:
         print(f"stratagem: {err}", file=sys.stderr, flush=True)
