@@ -1,0 +1,189 @@
+"""``hvd.elastic``: Horovod's elastic-training API over ``stratagem run --nnodes MIN:MAX``.
+
+Horovod retries a failed step inside the same processes; under
+torch.distributed.elastic the agents restart the worker processes instead
+(a lost host is dropped, a new one joins at the next rendezvous). So here a
+commit must outlive the process: ``TorchState.commit()`` also writes the state
+to the file named by ``STRATAGEM_ELASTIC_STATE`` (atomically, loaded without
+unpickling), and ``run`` restores it on the next start, then syncs every rank
+from rank 0. Without that variable commits stay in memory, as Horovod's, and
+a restart begins from the initial state. ``ElasticSampler`` shards the
+examples not yet processed in the epoch over the current workers.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from stratagem.checkpoint.io import load_state, save_state
+from stratagem.horovod.basics import rank, size
+from stratagem.horovod.broadcast import broadcast_optimizer_state, broadcast_parameters
+from stratagem.horovod.objects import allgather_object, broadcast_object
+
+STATE_FILE_ENV = "STRATAGEM_ELASTIC_STATE"
+
+
+class ElasticSampler(torch.utils.data.Sampler[int]):
+    """Horovod's ``ElasticSampler``: this rank's share of the epoch's examples not processed yet.
+
+    Args:
+        dataset: Anything with ``len``.
+        shuffle: Permute the indices each epoch (the same permutation on every rank).
+        seed: Seed of that permutation, combined with the epoch.
+        num_replicas: Workers to shard over; default ``hvd.size()`` at each ``reset``.
+        rank: This worker's index; default ``hvd.rank()``.
+    """
+
+    def __init__(self, dataset: Any, shuffle: bool = True, seed: int = 0, *,
+                 num_replicas: int | None = None, rank: int | None = None) -> None:
+        self.dataset, self.shuffle, self.seed = dataset, shuffle, seed
+        self._num_replicas, self._rank = num_replicas, rank
+        self.epoch = 0
+        self.processed_indices: set[int] = set()
+        self.reset()
+
+    def set_epoch(self, epoch: int) -> None:
+        """Starts ``epoch``: nothing processed yet."""
+        self.epoch = epoch
+        self.processed_indices = set()
+        self.reset()
+
+    def record_batch(self, batch_idx: int, batch_size: int) -> None:
+        """Marks this rank's ``batch_idx``-th batch of the current shard as processed."""
+        self.record_indices(self.indices[batch_idx * batch_size:(batch_idx + 1) * batch_size])
+
+    def record_indices(self, indices: list[int]) -> None:
+        self.processed_indices.update(int(i) for i in indices)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "processed_indices": sorted(self.processed_indices)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.epoch = int(state["epoch"])
+        self.processed_indices = {int(i) for i in state["processed_indices"]}
+        self.reset()
+
+    def reset(self) -> None:
+        """Reshards the epoch's unprocessed indices over the current workers (after a membership change)."""
+        num_replicas = self._num_replicas or size()
+        replica = rank() if self._rank is None else self._rank
+        order = list(range(len(self.dataset)))
+        if self.shuffle:
+            generator = torch.Generator().manual_seed(self.seed + self.epoch)
+            order = torch.randperm(len(order), generator=generator).tolist()
+        remaining = [i for i in order if i not in self.processed_indices]
+        # Every rank takes the same number (the last few repeat the first), so ranks run equal steps.
+        per_rank = -(-len(remaining) // num_replicas)
+        padded = list(itertools.islice(itertools.cycle(remaining), per_rank * num_replicas))
+        self.indices = padded[replica::num_replicas]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.indices)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+class TorchState:
+    """Horovod's ``TorchState``: the model, optimizer, samplers and plain values that a restart resumes from.
+
+    Extra keyword arguments become attributes (``state.epoch``); an
+    ``ElasticSampler`` among them keeps its processed indices.
+    """
+
+    def __init__(self, model: torch.nn.Module | None = None, optimizer: torch.optim.Optimizer | None = None,
+                 **kwargs: Any) -> None:
+        self.model, self.optimizer = model, optimizer
+        self._names = list(kwargs)
+        for name, value in kwargs.items():
+            setattr(self, name, value)
+        self._reset_callbacks: list[Callable[[], None]] = []
+        self._saved: dict[str, Any] | None = None
+        self.save()
+
+    def register_reset_callbacks(self, callbacks: list[Callable[[], None]]) -> None:
+        """Functions called after a restore with a new set of workers (e.g. to rescale the learning rate)."""
+        self._reset_callbacks.extend(callbacks)
+
+    def commit(self) -> None:
+        """Saves the state; with ``STRATAGEM_ELASTIC_STATE`` set, rank 0 also writes it to that file."""
+        self.save()
+        path = os.environ.get(STATE_FILE_ENV)
+        if path and rank() == 0 and self._saved is not None:
+            save_state(path, self._saved)
+
+    def check_host_updates(self) -> None:
+        """Horovod checks for added hosts here; the elastic agents restart the workers to take them in."""
+
+    def save(self) -> None:
+        self._saved = {
+            "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()} if self.model else {},
+            "optimizer": self.optimizer.state_dict() if self.optimizer else {},
+            "values": {n: getattr(self, n) for n in self._names if not isinstance(getattr(self, n), ElasticSampler)},
+            "samplers": {n: getattr(self, n).state_dict() for n in self._names
+                         if isinstance(getattr(self, n), ElasticSampler)},
+        }
+
+    def on_reset(self) -> None:
+        """Calls the reset callbacks: the workers changed."""
+        for callback in self._reset_callbacks:
+            callback()
+
+    def restore(self, saved: dict[str, Any] | None = None) -> None:
+        """Puts back the last ``save`` (or the given saved state)."""
+        saved = saved if saved is not None else self._saved
+        if saved is None:
+            return
+        if self.model is not None:
+            self.model.load_state_dict(saved["model"])
+        if self.optimizer is not None and saved["optimizer"]:
+            self.optimizer.load_state_dict(saved["optimizer"])
+        for name, value in saved["values"].items():
+            setattr(self, name, value)
+        for name, sampler_state in saved["samplers"].items():
+            getattr(self, name).load_state_dict(sampler_state)
+
+    def sync(self) -> None:
+        """Makes every rank's state rank 0's; samplers take the union of every rank's processed indices."""
+        if self.model is not None:
+            broadcast_parameters(self.model.state_dict(), root_rank=0)
+        if self.optimizer is not None:
+            broadcast_optimizer_state(self.optimizer, root_rank=0)
+        values = broadcast_object({n: getattr(self, n) for n in self._names
+                                   if not isinstance(getattr(self, n), ElasticSampler)}, root_rank=0)
+        for name, value in values.items():
+            setattr(self, name, value)
+        for name in self._names:
+            sampler = getattr(self, name)
+            if isinstance(sampler, ElasticSampler):
+                processed = allgather_object(sorted(sampler.processed_indices))
+                sampler.processed_indices = {int(i) for part in processed for i in part}
+                sampler.reset()
+
+
+def run(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Horovod's ``@hvd.elastic.run``: ``func(state, ...)`` starts from the last committed state, synced.
+
+    On a restart (the elastic agents start the workers again after a lost or
+    added host) the state committed to ``STRATAGEM_ELASTIC_STATE`` is loaded
+    first. A failure inside ``func`` ends this process; the agents restart it.
+    """
+
+    @functools.wraps(func)
+    def wrapper(state: TorchState, *args: Any, **kwargs: Any) -> Any:
+        path = os.environ.get(STATE_FILE_ENV)
+        resumed = bool(path) and os.path.exists(str(path))  # the same on every rank: the file is shared
+        if resumed and rank() == 0:
+            state.restore(load_state(str(path)))
+        state.sync()
+        if resumed:
+            state.on_reset()
+        return func(state, *args, **kwargs)
+
+    return wrapper
