@@ -3,12 +3,13 @@
 ``CommunicationOptions(compression=...)`` names one; ``register_compression``
 installs it on a DDP module, and ``all_reduce_compressed`` compresses one
 tensor's all-reduce outside DDP (what a Horovod-style optimizer calls). The
-hooks are torch's (``torch.distributed.algorithms.ddp_comm_hooks``); they
-average across ranks, while stratagem SUMS gradients (each replica's loss is
-already divided by the global batch), so every hook's result is multiplied
-back by the world size. For a power-of-two world size the division and the
-multiplication are exact; otherwise they add one rounding of the compressed
-type, far below its own precision.
+hooks are torch's (``torch.distributed.algorithms.ddp_comm_hooks``), made to
+keep stratagem's SUM of the replicas' gradients (each replica's loss is
+already divided by the global batch): bf16/fp16 wrap our summing all-reduce
+in torch's cast wrappers (one cast each way, no division by the world size,
+so nothing is rounded twice); PowerSGD's result, an average, is multiplied
+back by the world size. fp16 sums in float16 as Horovod's fp16 compression
+does: a summed gradient beyond 65504 overflows (bf16 has float32's range).
 """
 
 from __future__ import annotations
@@ -78,7 +79,6 @@ def register_compression(ddp: nn.parallel.DistributedDataParallel, compression: 
     ``None`` installs the plain summing all-reduce. Call once, before the first backward.
     """
     compression = parse_compression(compression)
-    world_size = dist.get_world_size()
     if compression is None:
         ddp.register_comm_hook(state=None, hook=_allreduce_sum_hook)
     elif isinstance(compression, PowerSGD):
@@ -86,20 +86,18 @@ def register_compression(ddp: nn.parallel.DistributedDataParallel, compression: 
             process_group=None, matrix_approximation_rank=compression.rank,
             start_powerSGD_iter=compression.start_iter, min_compression_rate=compression.min_compression_rate,
         )
-        ddp.register_comm_hook(state=state, hook=_summing(powerSGD_hook.powerSGD_hook, world_size))
+        ddp.register_comm_hook(state=state, hook=_named(_powersgd_sum_hook(dist.get_world_size())))
     else:
-        torch_hook = default_hooks.bf16_compress_hook if compression == "bf16" else default_hooks.fp16_compress_hook
-        ddp.register_comm_hook(state=None, hook=_summing(torch_hook, world_size))
+        wrapper = default_hooks.bf16_compress_wrapper if compression == "bf16" else default_hooks.fp16_compress_wrapper
+        ddp.register_comm_hook(state=None, hook=_named(wrapper(_allreduce_sum_hook)))
 
 
 def all_reduce_compressed(tensor: torch.Tensor, compression: Compression, *, group: Any = None) -> torch.Tensor:
     """The SUM of ``tensor`` over the group, sent as bf16 or fp16; returns a new tensor of ``tensor``'s dtype.
 
-    For gradients all-reduced outside DDP (a Horovod-style optimizer). As DDP's
-    fp16 hook does, each rank divides by the world size before the reduction
-    (so fp16 does not overflow where the mean would not) and the result is
-    multiplied back. PowerSGD needs DDP's buckets and per-bucket state, so it
-    is refused here.
+    For gradients all-reduced outside DDP (a Horovod-style optimizer); the
+    same arithmetic as the DDP hooks (cast, sum in the compressed dtype, cast
+    back). PowerSGD needs DDP's buckets and per-bucket state, so it is refused here.
 
     Raises:
         ValueError: For ``PowerSGD`` or an unknown compression.
@@ -111,14 +109,13 @@ def all_reduce_compressed(tensor: torch.Tensor, compression: Compression, *, gro
             "tensor's all-reduce. Use 'bf16' or 'fp16' here, or train through strategy.distribute_module (DDP). "
             f"Received: compression={compression!r}"
         )
-    world_size = dist.get_world_size(group)
     if compression is None:
         out = tensor.detach().clone()
         dist.all_reduce(out, group=group)
         return out
-    packed = tensor.detach().to(_CAST[compression]).div_(world_size)
+    packed = tensor.detach().to(_CAST[compression])
     dist.all_reduce(packed, group=group)
-    return packed.to(tensor.dtype).mul_(world_size)
+    return packed.to(tensor.dtype)
 
 
 def refuse_compression(options: Any, strategy_name: str, how: str) -> None:
@@ -132,18 +129,28 @@ def refuse_compression(options: Any, strategy_name: str, how: str) -> None:
         )
 
 
-def _summing(hook: Any, world_size: int) -> Any:
-    """``hook`` (which averages over ranks) made to sum: its result times the world size."""
+def _powersgd_sum_hook(world_size: int) -> Any:
+    """torch's ``powerSGD_hook`` (an average) times the world size, run to completion before the next bucket."""
 
-    def summing_hook(state: object, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-        return hook(state, bucket).then(lambda fut: fut.value().mul_(world_size))
+    def powersgd_sum_hook(state: object, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+        # NOTE: the hook chains its all-reduces in callbacks; with several buckets (DDP's first is small)
+        # those of one bucket and the next bucket's first could start in a different order on each rank,
+        # which gloo reports as a collective mismatch. Waiting here keeps every rank's order the same.
+        done: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+        done.set_result(powerSGD_hook.powerSGD_hook(state, bucket).wait().mul_(world_size))
+        return done
 
+    return powersgd_sum_hook
+
+
+def _named(hook: Any) -> Any:
+    """``hook`` with the annotations DDP checks and a name of our own."""
     # DDP checks a hook's annotations; postponed evaluation leaves strings, so give it the types.
-    summing_hook.__annotations__ = _HOOK_TYPES
-    # NOTE: a name of our own: DDP refuses a hook *named* bf16_compress_hook unless NCCL >= 2.10 is
-    # present, but gloo all-reduces bfloat16 too (tests/dist/test_compression_accumulation.py runs it).
-    summing_hook.__name__ = summing_hook.__qualname__ = f"summing_{hook.__name__}"
-    return summing_hook
+    hook.__annotations__ = _HOOK_TYPES
+    # NOTE: DDP refuses a hook *named* bf16_compress_wrapper_hook unless NCCL >= 2.10 is present, but
+    # gloo all-reduces bfloat16 too (tests/dist/test_compression_accumulation.py runs it).
+    hook.__name__ = hook.__qualname__ = f"stratagem_sum_{hook.__name__}"
+    return hook
 
 
 def _allreduce_sum_hook(state: object, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:

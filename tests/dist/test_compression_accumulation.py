@@ -14,7 +14,9 @@ from torch import nn
 
 import stratagem
 from stratagem.distribute import CommunicationOptions, PowerSGD
+from stratagem import mixed_precision
 from stratagem.distribute.compression import all_reduce_compressed
+from stratagem.mixed_precision import LossScaleOptimizer
 from stratagem.testing import run_workers
 
 pytestmark = pytest.mark.dist
@@ -32,8 +34,8 @@ def _net() -> nn.Module:
     return nn.Sequential(nn.Linear(784, 32), nn.ReLU(), nn.Linear(32, 10))
 
 
-def _fit_digits(strategy: stratagem.distribute.Strategy) -> dict:
-    """20 steps (weights kept), then 3 more epochs (test accuracy)."""
+def _fit_digits(strategy: stratagem.distribute.Strategy, more_epochs: int = 2) -> dict:
+    """20 steps (weights kept), then ``more_epochs`` epochs (test accuracy)."""
     x, y, xt, yt = _digits()
     with strategy.scope():
         model = stratagem.Model(_net())
@@ -41,7 +43,9 @@ def _fit_digits(strategy: stratagem.distribute.Strategy) -> dict:
                       loss=stratagem.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
     model.fit(x, y, batch_size=64, epochs=1, verbose=0, shuffle=False)  # 1280 / 64: 20 steps
     after_20 = [w.copy() for w in model.get_weights()]
-    model.fit(x, y, batch_size=64, epochs=3, verbose=0)
+    if not more_epochs:
+        return {"after_20": after_20}
+    model.fit(x, y, batch_size=64, epochs=more_epochs, verbose=0)
     return {"after_20": after_20, "accuracy": float(model.evaluate(xt, yt, verbose=0, return_dict=True)["accuracy"])}
 
 
@@ -77,16 +81,41 @@ def _count_all_reduces(fn: object) -> tuple[object, int]:
         dist.all_reduce = original
 
 
+def _central_float16_skip(strategy: stratagem.distribute.Strategy) -> dict:
+    """Only replica 1's rows hold an inf: under CentralStorage every replica must still skip that step."""
+    mixed_precision.set_global_policy("mixed_float16")
+    try:
+        with strategy.scope():
+            torch.manual_seed(0)
+            model = stratagem.Model(nn.Linear(3, 2))
+            model.compile(optimizer=LossScaleOptimizer(stratagem.optimizers.SGD(0.1), initial_scale=8.0), loss="mse")
+    finally:
+        mixed_precision.set_global_policy("float32")
+    x, y = np.ones((4, 3), np.float32), np.zeros((4, 2), np.float32)
+    x[3, 0] = np.inf  # the global batch's last row: replica 1's share
+    before = [w.copy() for w in model.get_weights()]
+    logs = model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False).history
+    unchanged = all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
+    model.fit(np.ones((4, 3), np.float32), y, batch_size=4, epochs=1, verbose=0)
+    return {"unchanged": unchanged, "skipped": logs["skipped_steps"], "scale": model.optimizer.dynamic_scale,
+            "after": model.get_weights()}
+
+
 def _worker(rank: int, world_size: int) -> dict:
     out: dict = {"digits": {}}
     for compression in COMPRESSIONS:
         strategy = stratagem.distribute.MirroredStrategy(
             num_replicas=world_size, communication_options=CommunicationOptions(compression=compression))
-        out["digits"][repr(compression)] = _fit_digits(strategy)
+        # PowerSGD before its start_iter sends plain gradients: 20 steps show its sum, no accuracy needed.
+        plain_phase = isinstance(compression, PowerSGD) and compression.start_iter > 20
+        out["digits"][repr(compression)] = _fit_digits(strategy, more_epochs=0 if plain_phase else 2)
     strategy = stratagem.distribute.MirroredStrategy(num_replicas=world_size)
     out["accumulated"], out["accumulated_reduces"] = _count_all_reduces(
         lambda: _fit_small(strategy, batch_size=8, accumulate=4))
     _, out["plain_reduces"] = _count_all_reduces(lambda: _fit_small(strategy, batch_size=8, accumulate=None))
+    central = stratagem.distribute.CentralStorageStrategy(num_replicas=world_size)
+    out["central_accumulated"] = _fit_small(central, batch_size=8, accumulate=4)
+    out["central_float16"] = _central_float16_skip(central)
     value = torch.tensor([1.0 + rank, 1000.0 * (rank + 1), -3.0e-3])
     out["bf16_sum"] = all_reduce_compressed(value, "bf16").numpy()
     out["fp16_sum"] = all_reduce_compressed(value, "fp16").numpy()
@@ -109,6 +138,21 @@ def test_accumulating_four_steps_on_two_replicas_matches_one_replica_on_four_tim
             np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5, err_msg=f"rank {rank}")
 
 
+def test_accumulation_under_central_storage_matches_one_replica_on_four_times_the_batch(results):
+    reference = _fit_small(stratagem.distribute.OneDeviceStrategy("cpu"), batch_size=32, accumulate=None)
+    for result in results:
+        for got, expected in zip(result["central_accumulated"], reference):
+            np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
+
+
+def test_central_storage_replicas_agree_to_skip_a_float16_step_only_one_of_them_overflowed(results):
+    for result in results:
+        assert result["central_float16"]["unchanged"] and result["central_float16"]["skipped"] == [1.0]
+        assert result["central_float16"]["scale"] == 4.0
+    for a, b in zip(results[0]["central_float16"]["after"], results[1]["central_float16"]["after"]):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_accumulation_all_reduces_gradients_only_on_the_updating_micro_step(results):
     # 16 micro-steps: 16 gradient all-reduces without accumulation, 4 with k=4 (one bucket); the rest is the same.
     for result in results:
@@ -126,7 +170,7 @@ def test_compressed_gradients_stay_within_one_percent_and_reach_the_same_accurac
 
 def test_compressed_runs_sum_like_one_replica_on_the_global_batch(results):
     # Averaging instead of summing would halve every update: far outside 1e-2.
-    reference = _fit_digits(stratagem.distribute.OneDeviceStrategy("cpu"))
+    reference = _fit_digits(stratagem.distribute.OneDeviceStrategy("cpu"), more_epochs=0)
     for name in ("None", "'bf16'", "'fp16'"):
         assert _relative(results[0]["digits"][name]["after_20"], reference["after_20"]) <= 1e-2, name
     # PowerSGD before its start_iter sends plain gradients: its sum equals the uncompressed run's.
