@@ -1,0 +1,166 @@
+"""Step time of the seed CNN written with Keras 3 layers against the same CNN in torch layers (``make bench``).
+
+The network is seed 001's practical CNN: Conv2D(32, 3, relu), MaxPooling2D, Flatten,
+Dense(64, relu), Dense(10) on 28x28x1 images. Both sides train it with the same
+``stratagem.Model.fit`` (SGD 0.01, cross-entropy from logits, batch 64, one process,
+one torch thread: on a shared 2-core machine multi-threaded timings are mostly noise),
+so the only difference is the layers:
+
+- ``keras``: ``keras.Sequential`` on Keras's torch backend, channels last (NHWC
+  images), as the seed writes it;
+- ``torch``: ``nn.Conv2d``/``nn.MaxPool2d``/``nn.Linear`` on NCHW images, the
+  layout torch's CPU kernels are written for.
+
+Goal: the Keras side's step time is at most 10% over the torch side's (images/s
+ratio >= 1/1.1). For information: Keras with ``channels_first`` (no layout
+transposes inside Conv2D and MaxPooling2D), which shows what the transposes cost.
+
+What dominates the channels-last side (torch.profiler, one thread): Keras's torch
+backend runs Conv2D and MaxPooling2D on NCHW permuted views of the NHWC tensors, so
+the backward pass copies between layouts ([64, 32, 26, 26] copies) and ReLU's backward
+and the max pool run on tensors of mismatched strides, on torch's slow strided paths.
+These are inside Keras's layer calls; stratagem does not rewrite them.
+
+Every measurement runs in a fresh process (``--side``), after a 5-step warm-up on a
+fresh model; the sides alternate, order flipped every repeat; each keeps its best.
+Writes ``keras.json`` and ``keras.png`` under ``--out-dir``, prints PASS/FAIL, exits 1
+on a miss.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import _report
+
+BATCH_SIZE, WARMUP_STEPS, SEED = 64, 5, 1
+GOAL = 1 / 1.1  # Keras images/s over torch images/s: at most 10% more time per step
+SIDES = {"torch": "torch layers, NCHW", "keras": "keras.Sequential, channels last",
+         "keras_channels_first": "keras.Sequential, channels_first (info)"}
+
+
+def _build(side: str) -> Any:
+    """The seed CNN for ``side``, seeded; returns (module or Keras model, images layout)."""
+    if side == "torch":
+        import torch
+        from torch import nn
+
+        torch.manual_seed(SEED)
+        return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                             nn.Linear(32 * 13 * 13, 64), nn.ReLU(), nn.Linear(64, 10))
+    import keras
+
+    if side == "keras_channels_first":
+        keras.config.set_image_data_format("channels_first")
+    keras.utils.set_random_seed(SEED)
+    shape = (1, 28, 28) if side == "keras_channels_first" else (28, 28, 1)
+    return keras.Sequential([keras.Input(shape), keras.layers.Conv2D(32, 3, activation="relu"),
+                             keras.layers.MaxPooling2D(), keras.layers.Flatten(),
+                             keras.layers.Dense(64, activation="relu"), keras.layers.Dense(10)])
+
+
+def time_side(side: str, num_images: int) -> dict[str, float]:
+    """In this process: one timed epoch of ``fit`` after a warm-up; seconds and loss."""
+    import numpy as np
+    import torch
+
+    import stratagem
+
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    images = rng.random((num_images, 28, 28, 1), dtype=np.float32)
+    labels = rng.integers(0, 10, num_images)
+    if side != "keras":  # NCHW for torch's layers and Keras's channels_first
+        images = np.ascontiguousarray(images.transpose(0, 3, 1, 2))
+    model = stratagem.Model(_build(side))
+    model.compile(optimizer="sgd", loss=stratagem.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(images[: WARMUP_STEPS * BATCH_SIZE], labels[: WARMUP_STEPS * BATCH_SIZE], batch_size=BATCH_SIZE,
+              verbose=0)
+    start = time.perf_counter()
+    history = model.fit(images, labels, batch_size=BATCH_SIZE, verbose=0)
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "loss": history.history["loss"][-1], "num_threads": torch.get_num_threads()}
+
+
+def measure(side: str, num_images: int, timeout_s: float) -> dict[str, float]:
+    """``time_side`` in a fresh interpreter, as a user's run starts."""
+    out = subprocess.run([sys.executable, __file__, "--side", side, "--num-images", str(num_images)],
+                         capture_output=True, text=True, timeout=timeout_s, check=False,
+                         env={**os.environ, "KERAS_BACKEND": "torch"})
+    if out.returncode != 0:
+        raise RuntimeError(f"bench side {side} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--num-images", type=int, default=12_800, help="images per timed epoch (default 12800)")
+    parser.add_argument("--repeats", type=int, default=3, help="measurements per side; the best counts (default 3)")
+    parser.add_argument("--out-dir", type=Path, default=Path(__file__).resolve().parent / "results")
+    parser.add_argument("--side", choices=sorted(SIDES), help=argparse.SUPPRESS)  # one measurement, in this process
+    args = parser.parse_args(argv)
+    if args.side:
+        print(json.dumps(time_side(args.side, args.num_images)))
+        return 0
+    load_before = _report.load_average()
+    runs: dict[str, list[dict[str, float]]] = {side: [] for side in SIDES}
+    for repeat in range(args.repeats):
+        for side in list(SIDES) if repeat % 2 == 0 else list(SIDES)[::-1]:
+            run = measure(side, args.num_images, timeout_s=120 + 0.05 * args.num_images)
+            runs[side].append(run)
+            print(f"  [repeat {repeat + 1}/{args.repeats}] {SIDES[side]:<42} "
+                  f"{1000 * run['seconds'] * BATCH_SIZE / args.num_images:7.2f} ms/step", flush=True)
+    best = {side: min(r["seconds"] for r in side_runs) for side, side_runs in runs.items()}
+    ratio = best["torch"] / best["keras"]
+    configs = {"keras_vs_torch": {
+        "title": "seed CNN: keras.Sequential NHWC vs torch NCHW", "ratio": round(ratio, 4), "goal": round(GOAL, 4),
+        "passed": ratio >= GOAL,
+        "ms_per_step": {side: round(1000 * s * BATCH_SIZE / args.num_images, 3) for side, s in best.items()},
+        "ms_per_step_range": {side: [round(1000 * r["seconds"] * BATCH_SIZE / args.num_images, 3) for r in side_runs]
+                              for side, side_runs in runs.items()},
+    }}
+    report = {"workload": {"model": "Conv2D(32,3,relu) MaxPooling2D Flatten Dense(64,relu) Dense(10)",
+                           "batch_size": BATCH_SIZE, "num_images": args.num_images, "optimizer": "sgd 0.01",
+                           "labels": SIDES},
+              "environment": _report.environment(load_before, repeats=args.repeats), "configs": configs,
+              "runs": runs, "passed": configs["keras_vs_torch"]["passed"]}
+    _report.write(args.out_dir, "keras", report, lambda path: _plot(configs, path))
+    config = configs["keras_vs_torch"]
+    for side, ms in config["ms_per_step"].items():
+        print(f"{SIDES[side]:<42} {ms:7.2f} ms/step (best of {args.repeats})")
+    verdict = "PASS" if config["passed"] else "FAIL"
+    print(f"{verdict} keras_vs_torch: Keras layers at {ratio:.3f}x the torch layers' images/s "
+          f"(goal >= {GOAL:.3f}x, i.e. at most 10% more time per step)")
+    print(f"\nWrote {args.out_dir / 'keras.json'} and {args.out_dir / 'keras.png'}")
+    return 0 if config["passed"] else 1
+
+
+def _plot(configs: dict[str, dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    figure, (ratio_axes, time_axes) = plt.subplots(1, 2, figsize=(11, 5))
+    _report.plot_ratios(ratio_axes, configs, "Keras images/s / torch images/s")
+    times = configs["keras_vs_torch"]["ms_per_step"]
+    time_axes.bar(range(len(times)), list(times.values()), color=["tab:gray", "tab:blue", "white"],
+                  edgecolor="tab:blue", hatch=["", "", "//"])
+    time_axes.set_xticks(range(len(times)), [SIDES[s] for s in times], fontsize=8, rotation=20, ha="right")
+    time_axes.set_ylabel("ms per step (best of repeats)")
+    time_axes.set_title("Step time")
+    figure.suptitle("Seed CNN in Keras 3 layers vs torch layers, stratagem fit, one process")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
