@@ -83,8 +83,8 @@ class KerasModule(nn.Module):
             raise ValueError(
                 f"This Keras model has no weights yet: it builds them on its first call (a subclassed model, or a "
                 f"Sequential without keras.Input), and a strategy needs them before training to keep replicas in "
-                f"sync. Build it before wrapping: `keras_model.build((None, *input_shape))`, call it on a batch, or "
-                f"start a Sequential with keras.Input(shape). Received: {keras_model.name!r} "
+                f"sync. Create them before wrapping: call it once on a batch (`keras_model(x[:1])`), or start a "
+                f"Sequential with keras.Input(shape). Received: {keras_model.name!r} "
                 f"(built={keras_model.built}, {len(keras_model.weights)} weights)"
             )
         # NOTE: kept out of torch's registry (object.__setattr__): registered, the Keras model's own

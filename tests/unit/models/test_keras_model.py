@@ -213,7 +213,7 @@ def test_keras_loss_object_gives_keras_numbers() -> None:
 
 
 def test_unbuilt_keras_model_raises_with_the_fix() -> None:
-    with pytest.raises(ValueError, match=r"no weights yet.*keras_model.build"):
+    with pytest.raises(ValueError, match=r"no weights yet.*call it once on a batch"):
         stratagem.Model(keras.Sequential([keras.layers.Dense(2)]))
 
 
@@ -228,3 +228,29 @@ def test_keras_on_another_backend_is_refused_with_the_fix() -> None:
         check_torch_backend(OtherBackend, "Sequential 'sequential'")
     check_torch_backend(keras, "this model")  # the backend import stratagem set: no error
     assert keras.backend.backend() == "torch"
+
+
+class _Subclassed(keras.Model):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hidden = keras.layers.Dense(8, activation="relu")
+        self.out = keras.layers.Dense(2)
+
+    def call(self, inputs: object, training: bool = False) -> object:
+        return self.out(self.hidden(inputs))
+
+
+def test_subclassed_model_trains_once_built() -> None:
+    keras.utils.set_random_seed(0)
+    keras_model = _Subclassed()
+    with pytest.raises(ValueError, match=r"no weights yet.*keras_model\(x\[:1\]\)"):
+        stratagem.Model(keras_model)
+    x = np.random.default_rng(0).normal(size=(32, 4)).astype(np.float32)
+    keras_model(x[:1])  # a subclassed model creates its weights on its first call
+    model = stratagem.Model(keras_model)
+    assert sorted(model.module.state_dict()) == ["dense.bias", "dense.kernel", "dense_1.bias", "dense_1.kernel"]
+    y = (x[:, 0] > 0).astype(np.int64)
+    model.compile(optimizer=keras.optimizers.Adam(0.05), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    history = model.fit(x, y, batch_size=8, epochs=5, verbose=0)
+    assert history.history["accuracy"][-1] > 0.8, history.history
