@@ -34,6 +34,7 @@ def fit(model: Any, runner: Any, *, state: FitState, epochs: int, callbacks: Cal
         runner.train_epoch(epoch, state)
         state.epoch, state.step = epoch + 1, 0
         logs = runner.epoch_logs(validate if validate is not None and (epoch + 1) % validation_freq == 0 else None)
+        logs.update(model.training_log_extras())  # e.g. float16 loss scaling's skipped steps
         callbacks.call("on_epoch_end", epoch, logs)
         if runner.agree_on_stop():
             break

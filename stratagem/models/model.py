@@ -306,11 +306,17 @@ class Model:
 
     def get_metrics_result(self, local: bool = False) -> dict[str, float]:
         """Loss and metrics over every replica's examples so far (a collective), or this replica's with ``local``."""
-        logs = self._require_compiled().results(None if local else self._strategy)
+        return self._require_compiled().results(None if local else self._strategy)
+
+    def training_log_extras(self) -> dict[str, float]:
+        """What ``fit`` adds to each epoch's logs beyond the metrics: ``skipped_steps`` under float16 loss scaling.
+
+        The steps skipped since ``compile`` for inf/NaN gradients; the same on every replica (they agree on
+        each skip). Not in ``evaluate``'s results, which stay Keras' loss and metrics.
+        """
         if isinstance(self.optimizer, mixed_precision.LossScaleOptimizer):
-            # The same on every replica: they agree on each skip.
-            logs["skipped_steps"] = float(self.optimizer.skipped_steps)
-        return logs
+            return {"skipped_steps": float(self.optimizer.skipped_steps)}
+        return {}
 
     def get_weights(self) -> list[np.ndarray]:
         """The module's state (parameters and buffers) as numpy arrays."""

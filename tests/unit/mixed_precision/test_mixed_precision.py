@@ -88,6 +88,7 @@ def test_float16_step_with_inf_gradient_is_skipped_halves_scale_and_is_logged():
     assert model.optimizer.dynamic_scale == 8.0  # doubled after dynamic_growth_steps finite steps
     assert logs["skipped_steps"] == [1.0]
     assert any(not torch.equal(old, new.detach()) for old, new in zip(before, model.module.parameters()))
+    assert model.evaluate(x, y, verbose=0, return_dict=True).keys() == {"loss"}  # evaluate stays Keras'
 
 
 def test_loss_scaled_update_equals_plain_float32_update_in_a_custom_loop():
