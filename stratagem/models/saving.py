@@ -260,6 +260,7 @@ def _export(module: nn.Module, spec: InputSpec) -> torch.export.ExportedProgram:
     # A copy: the user's module keeps its device and train/eval flag. Eval mode makes the
     # program compute what Model.predict computes (dropout off, batch norm on running stats).
     module = copy.deepcopy(module).to("cpu").eval()
+    spec = _sorted_keys(spec)
     # Batch 2, not 1: torch.export specializes axes of size 0 and 1.
     example = map_structure(lambda s: torch.zeros((2, *s.shape), dtype=s.dtype), spec)
     batch = torch.export.Dim("batch")
@@ -411,6 +412,19 @@ def _encode_spec(spec: InputSpec) -> dict[str, Any]:
     if isinstance(spec, dict):
         return {"dict": {str(key): _encode_spec(value) for key, value in spec.items()}}
     return {type(spec).__name__: [_encode_spec(value) for value in spec]}  # "tuple" or "list"
+
+
+def _sorted_keys(spec: InputSpec) -> InputSpec:
+    """``spec`` with every dict's keys in sorted order.
+
+    The program's input structure includes the order of dict keys, and load_model rebuilds
+    inputs from metadata.json, which stores them sorted: export in that order.
+    """
+    if isinstance(spec, dict):
+        return {key: _sorted_keys(spec[key]) for key in sorted(spec)}
+    if isinstance(spec, (tuple, list)):
+        return type(spec)(_sorted_keys(value) for value in spec)
+    return spec
 
 
 def _decode_spec(encoded: dict[str, Any]) -> InputSpec:

@@ -95,7 +95,7 @@ def test_batch_normalization_updates_moving_statistics_in_fit_only() -> None:
     np.testing.assert_array_equal(model.predict(x, batch_size=16, verbose=0), first)  # no dropout in predict
 
 
-def test_dict_features_train_evaluate_and_predict() -> None:
+def test_dict_features_train_evaluate_predict_and_export(tmp_path: Path) -> None:
     keras.utils.set_random_seed(0)
     image = keras.Input((8, 8, 1), name="input_1")
     extra = keras.Input((3,), name="extra")
@@ -113,6 +113,9 @@ def test_dict_features_train_evaluate_and_predict() -> None:
     expected = keras_model(x, training=False).detach().numpy()
     np.testing.assert_allclose(model.predict(x, batch_size=8, verbose=0), expected, rtol=1e-5, atol=1e-6)
     assert logs["acc"] == pytest.approx(float(np.mean(expected.argmax(axis=1) == y)))
+    model.save(tmp_path / "saved")  # keys not in sorted order: metadata.json stores them sorted
+    np.testing.assert_allclose(stratagem.models.load_model(tmp_path / "saved").predict(x), expected, rtol=1e-5,
+                               atol=1e-6)
 
 
 def test_seed_004_dict_input_model_exports_and_loads(tmp_path: Path) -> None:
