@@ -47,3 +47,32 @@ def train_seed_cnn(optimizer: str, *, build_seed: int = 0) -> dict[str, np.ndarr
                   metrics=["accuracy"])
     model.fit(x, y, batch_size=GLOBAL_BATCH, epochs=1, shuffle=False, verbose=0)
     return {k: v.detach().cpu().numpy().copy() for k, v in model.module.state_dict().items()}
+
+
+def train_frozen_block(seed: int) -> dict[str, dict[str, np.ndarray]]:
+    """A functional model around a frozen block, trained with AdamW (weight decay) and a BatchNormalization head.
+
+    Returns the frozen block's weights before and after, and the head's BatchNormalization statistics.
+    """
+    keras.utils.set_random_seed(seed)
+    block = keras.Sequential([keras.Input((28, 28, 1)), keras.layers.Conv2D(4, 3, strides=2), keras.layers.Flatten()],
+                             name="pretrained")
+    block.trainable = False
+    inputs = keras.Input((28, 28, 1), name="input_1")
+    normalized = keras.layers.BatchNormalization(momentum=0.5)(block(inputs, training=False))
+    keras_model = keras.Model(inputs, keras.layers.Dense(10)(normalized))
+    model = stratagem.Model(keras_model)
+    model.compile(optimizer=keras.optimizers.AdamW(1e-2, weight_decay=0.1),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    before = {k: v.detach().numpy().copy() for k, v in model.module.state_dict().items() if k.startswith("conv2d.")}
+    x, y = images(GLOBAL_BATCH * 6)
+    # The first half of every global batch (replica 0's share on two replicas) is dark, the second bright.
+    half = GLOBAL_BATCH // 2
+    bright = (np.arange(len(x)) % GLOBAL_BATCH) >= half
+    x = np.where(bright[:, None, None, None], 0.5 + 0.5 * x, 0.5 * x).astype(np.float32)
+    model.fit({"input_1": x}, y, batch_size=GLOBAL_BATCH, epochs=1, shuffle=False, verbose=0)
+    state = {k: v.detach().numpy().copy() for k, v in model.module.state_dict().items()}
+    features = block(x, training=False).detach().numpy()
+    return {"before": before, "after": {k: state[k] for k in before},
+            "moving_mean": state["batch_normalization.moving_mean"],
+            "bright_minus_dark": features[bright].mean(axis=0) - features[~bright].mean(axis=0)}

@@ -33,7 +33,7 @@ STRATEGIES = ("mirrored", "central_storage", "multi_worker")
 
 
 def _worker_keras(rank: int, world_size: int, ports: list[int]) -> dict:
-    from tests.dist._keras_models import train_seed_cnn
+    from tests.dist._keras_models import train_frozen_block, train_seed_cnn
 
     results: dict = {}
     # rank-dependent initial weights: only the strategy's broadcast can make the replicas agree
@@ -41,6 +41,7 @@ def _worker_keras(rank: int, world_size: int, ports: list[int]) -> dict:
                            ("central_storage", stratagem.distribute.CentralStorageStrategy(num_replicas=world_size))):
         with strategy.scope():
             results[name] = {opt: train_seed_cnn(opt, build_seed=rank) for opt in OPTIMIZERS}
+            results[name]["frozen"] = train_frozen_block(seed=10 + rank)
     collectives.destroy_process_group()  # the TF-style job below makes its own group
     context.reset()
     for variable in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
@@ -78,6 +79,26 @@ def test_keras_seed_cnn_two_replicas_match_one_replica(two_replica_results: list
         for name, expected in reference.items():
             torch.testing.assert_close(torch.from_numpy(state[name]), torch.from_numpy(expected), rtol=0, atol=1e-5,
                                        msg=lambda m: f"rank {rank}, {strategy}, {optimizer}, {name}: {m}")
+
+
+@pytest.mark.parametrize("strategy", ["mirrored", "central_storage"])
+def test_frozen_block_keeps_the_chiefs_weights_under_weight_decay(two_replica_results: list[dict], strategy: str) -> None:
+    chief = two_replica_results[0][strategy]["frozen"]
+    for rank, result in enumerate(two_replica_results):
+        for name, value in result[strategy]["frozen"]["after"].items():  # AdamW would decay a frozen weight
+            np.testing.assert_array_equal(value, chief["before"][name], err_msg=f"rank {rank}, {name}")
+
+
+def test_batch_normalization_statistics_follow_the_chief_under_mirrored(two_replica_results: list[dict]) -> None:
+    chief, other = (result["mirrored"]["frozen"] for result in two_replica_results)
+    # Replica 0 always gets dark images, replica 1 bright ones. DDP broadcasts the chief's statistics
+    # before each step (as torch BN buffers), so replica 1 ends at half the chief's and half its own last
+    # batch (momentum 0.5): a gap of half the bright-dark difference. Kept local, replica 1's statistics
+    # would be its own (~the whole difference after six steps).
+    gap = other["moving_mean"] - chief["moving_mean"]
+    expected = 0.5 * chief["bright_minus_dark"]
+    assert np.abs(expected).max() > 0.05, "the replicas' data must differ for the check to mean anything"
+    np.testing.assert_allclose(gap, expected, rtol=0, atol=0.2 * np.abs(expected).max())
 
 
 def test_keras_training_moves_weights_so_equivalence_is_not_vacuous(references: dict) -> None:
