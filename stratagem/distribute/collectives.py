@@ -197,7 +197,9 @@ def step_collective_errors(operation: str, *, tag: str) -> Iterator[None]:
             raise
         rank, world_size = dist.get_rank(), dist.get_world_size()
         waited = re.search(r"waiting (\d+) ?ms", text)  # gloo names the timeout it applied
-        timeout_s = int(waited.group(1)) / 1000 if waited else _store.timeout.total_seconds() if _store else float("nan")
+        store_timeout = getattr(_store, "timeout", None)  # the group's timeout, which the store shares
+        timeout_s = int(waited.group(1)) / 1000 if waited else \
+            store_timeout.total_seconds() if store_timeout else float("nan")
         peers = _unresponsive_peers(rank, world_size, tag=tag, wait_s=min(5.0, timeout_s) if timeout_s > 0 else 5.0)
         who = ("which peer is unknown (the process group was not started by stratagem)" if peers is None else
                f"rank(s) {peers} did not answer: stopped, hung or dead" if peers else

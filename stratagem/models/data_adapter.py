@@ -138,9 +138,9 @@ class EpochFeeder:
     def epoch(self, epoch: int) -> Iterator[Batch]:
         if self.steps is None:
             resume, self._resume = self._resume, None
-            for batch in self.adapter.epoch(epoch, resume=resume):
+            for item in self.adapter.epoch(epoch, resume=resume):
                 self._seen_data = True
-                yield batch
+                yield item
             if not self._seen_data:
                 raise _empty_input()
             return
