@@ -53,13 +53,10 @@ class DataAdapter:
         seed: Seed of the pipeline's unseeded random ops; the same on every replica.
         strategy: Splits each global batch among replicas; None: this process reads all.
         num_samples: Examples per pass, when known (the progress bar shows samples/s).
-        restarts: Arrays: a fit with ``steps_per_epoch`` starts a new, reshuffled pass
-            when one runs out, up to one pass per epoch (tf.keras repeats arrays ``epochs``
-            times); a dataset warns and stops instead, as in Keras.
     """
 
     def __init__(self, data: Iterable[Any], *, seed: int, strategy: Strategy | None, num_samples: int | None = None,
-                 batch_size: int | None = None, restarts: bool = False) -> None:
+                 batch_size: int | None = None) -> None:
         if isinstance(data, DistributedDataset):
             self.source = data
         elif strategy is not None:
@@ -68,7 +65,9 @@ class DataAdapter:
             self.source = DistributedDataset(data, input_context=InputContext(), split_batches=True, seed=seed)
         if self.source.seed is None:
             self.source.seed = seed  # agreed by the caller, so iterating needs no collective
-        self.num_samples, self.batch_size, self.restarts = num_samples, batch_size, restarts
+        self.num_samples, self.batch_size = num_samples, batch_size
+        # A generator or other iterator gives one pass only; a Dataset, a list or arrays start another.
+        self.one_shot = isinstance(data, Iterator)
         self._state: dict[str, Any] | None = None
         try:
             length = len(data)  # type: ignore[arg-type]
@@ -112,8 +111,12 @@ LOOKAHEAD = 3
 class EpochFeeder:
     """Yields each epoch's batches; with ``steps_per_epoch``, one stream across epochs (Keras).
 
-    Raises ``ValueError`` when the input yields no batch at all (tf.keras'
-    "Expected input data to be non-empty."): training would silently do nothing.
+    With ``steps_per_epoch``, a pass that runs out mid-epoch ends that epoch
+    early with Keras 3's warning, and the next epoch starts a new pass (Keras 3's
+    EpochIterator; tf.keras 2 stopped training instead). Input that cannot start a
+    new pass (a generator) stops training once it is spent. Raises ``ValueError``
+    when the input yields no batch at all ("Expected input data to be
+    non-empty."): training would silently do nothing.
     """
 
     def __init__(self, adapter: DataAdapter, steps_per_epoch: int | None, *, epochs: int) -> None:
@@ -144,22 +147,20 @@ class EpochFeeder:
             if not self._seen_data:
                 raise _empty_input()
             return
-        for _ in range(self.steps):
-            batch = self._next()
+        for step in range(self.steps):
+            batch = self._next(first_of_epoch=step == 0)
             if batch is None:
                 return
             yield batch
 
-    def _next(self) -> Batch | None:
+    def _next(self, *, first_of_epoch: bool) -> Batch | None:
         if self._stream is None:
             resume, self._resume = self._resume, None
             self._stream = self.adapter.epoch(self._passes, resume=resume)
         batch = next(self._stream, None)  # a step is a tuple, never None
-        if batch is None and self.adapter.restarts and self._seen_data and self._passes + 1 < self.epochs:
-            # Arrays start a new, reshuffled pass when one runs out: tf.keras repeats them once per epoch.
-            self._passes += 1
-            self._stream = self.adapter.epoch(self._passes)
-            batch = next(self._stream, None)
+        if batch is None and first_of_epoch and self._seen_data:
+            # The last epoch used up its pass exactly: this epoch starts a new one, no warning (Keras 3).
+            batch = self._new_pass()
         if batch is not None:
             self._seen_data = True
             return batch
@@ -171,8 +172,17 @@ class EpochFeeder:
             "generate at least `steps_per_epoch * epochs` batches. You may need to use the `.repeat()` function "
             "when building your dataset.", stacklevel=2,
         )
-        self.exhausted = True
+        if first_of_epoch or self.adapter.one_shot:
+            self.exhausted = True  # no new pass can come (a spent generator): training stops after this epoch
+        else:
+            self._stream = None  # this epoch ends early; the next one starts a new, reshuffled pass
+            self._passes += 1
         return None
+
+    def _new_pass(self) -> Batch | None:
+        self._passes += 1
+        self._stream = self.adapter.epoch(self._passes)
+        return next(self._stream, None)
 
 
 def _empty_input() -> ValueError:
@@ -235,7 +245,7 @@ def make_adapter(x: Any, y: Any, sample_weight: Any, *, batch_size: int | None, 
             check_global_batch_size(batch_size, strategy.num_replicas_in_sync)
         dataset = array_dataset(data, batch_size=batch_size, shuffle=shuffle)
         return DataAdapter(dataset, seed=seed, strategy=None if local else strategy, batch_size=batch_size,
-                           num_samples=batch_size_of(data), restarts=True)
+                           num_samples=batch_size_of(data))
     if y is not None:
         raise ValueError(
             "y must be None when x is an iterable of batches (it yields (x, y) pairs itself). "

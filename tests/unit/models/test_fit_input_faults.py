@@ -43,18 +43,29 @@ def test_non_positive_batch_size_raises(batch_size: object) -> None:
         _compiled().fit(x, y, batch_size=batch_size, verbose=0)
 
 
-def test_steps_per_epoch_beyond_array_data_warns_and_stops() -> None:
-    x, y = _data(12)  # 3 batches of 4; tf.keras repeats arrays once per epoch: 6 batches for 2 epochs
+def test_steps_per_epoch_beyond_array_data_ends_each_epoch_early_with_keras_3_warning() -> None:
+    # Keras 3 (checked with keras 3.15, torch backend): 3 batches a pass and steps_per_epoch=5 give
+    # epochs of 3 steps, each ending with the warning; training goes on (tf.keras 2 stopped).
+    x, y = _data(12)
     seen: list[int] = []
 
     class Count(Callback):
         def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
             seen.append(batch)
 
-    with pytest.warns(UserWarning, match="Your input ran out of data; interrupting training"):
+    with pytest.warns(UserWarning, match="Your input ran out of data; interrupting training") as caught:
         history = _compiled().fit(x, y, batch_size=4, epochs=2, steps_per_epoch=5, callbacks=[Count()], verbose=0)
-    assert seen == [0, 1, 2, 3, 4, 0] and history.epoch == [0, 1]
+    assert seen == [0, 1, 2, 0, 1, 2] and history.epoch == [0, 1]
+    assert sum("ran out of data" in str(w.message) for w in caught) == 2
     assert np.isfinite(history.history["loss"]).all()
+
+
+def test_spent_generator_with_steps_per_epoch_stops_training() -> None:
+    x, y = _data(12)
+    batches = ((x[i:i + 4], y[i:i + 4]) for i in range(0, 12, 4))  # one pass only: it cannot start another
+    with pytest.warns(UserWarning, match="ran out of data"):
+        history = _compiled().fit(batches, epochs=5, steps_per_epoch=2, verbose=0)
+    assert history.epoch == [0, 1]  # 2 steps, then 1 step and out: a generator has no second pass
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int64])
