@@ -124,7 +124,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3, help="measurements per side; the best counts (default 3)")
     parser.add_argument("--out-dir", type=Path, default=Path(__file__).resolve().parent / "results",
                         help="where fit.json and fit.png go (default bench/results)")
+    parser.add_argument("--goals", default=",".join(goal.key for goal in GOALS),
+                        help="comma-separated goal keys to measure (default: all)")
     args = parser.parse_args(argv)
+    known = {goal.key for goal in GOALS}
+    args.goals = [key.strip() for key in args.goals.split(",") if key.strip()]
+    unknown = sorted(set(args.goals) - known)
+    if unknown or not args.goals:
+        parser.error(f"--goals takes keys from {sorted(known)}. Received: --goals={','.join(args.goals)}")
     num_ddp_warmup_images = workloads.WARMUP_STEPS * workloads.PER_REPLICA_BATCH_SIZE * 2
     if args.num_images < 2 * num_ddp_warmup_images:
         parser.error(f"--num-images must be at least {2 * num_ddp_warmup_images} (twice the DDP warm-up). "
@@ -134,9 +141,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def run_measurements(num_images: int, *, repeats: int, timeout_s: float) -> dict[str, list[EpochTiming]]:
+def run_measurements(num_images: int, *, goals: tuple[Goal, ...], repeats: int,
+                     timeout_s: float) -> dict[str, list[EpochTiming]]:
     """Times every measurement once per repeat; a baseline shared by two goals runs once."""
-    order = list(dict.fromkeys(name for goal in GOALS for name in (goal.baseline, goal.candidate, *goal.info)))
+    order = list(dict.fromkeys(name for goal in goals for name in (goal.baseline, goal.candidate, *goal.info)))
     timings: dict[str, list[EpochTiming]] = {name: [] for name in order}
     for repeat in range(repeats):
         # Each goal's sides run next to each other; the order flips on every other
@@ -150,11 +158,12 @@ def run_measurements(num_images: int, *, repeats: int, timeout_s: float) -> dict
     return timings
 
 
-def summarize(timings: dict[str, list[EpochTiming]], num_images: int) -> dict[str, dict[str, Any]]:
+def summarize(timings: dict[str, list[EpochTiming]], num_images: int,
+              goals: tuple[Goal, ...]) -> dict[str, dict[str, Any]]:
     """Per goal: each side's best images/s, the ratio, the threshold and the verdict."""
     best = {name: min(runs, key=lambda timing: timing.seconds) for name, runs in timings.items()}
     configs: dict[str, dict[str, Any]] = {}
-    for goal in GOALS:
+    for goal in goals:
         baseline, candidate = best[goal.baseline], best[goal.candidate]
         if baseline.num_threads != candidate.num_threads:
             raise RuntimeError(f"The sides of {goal.key} ran with different thread counts, so the ratio would "
@@ -236,8 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     timeout_s = 120.0 + 0.02 * args.num_images  # a deadline against hangs, far above a normal epoch
     print(f"Timing {args.num_images} images x {args.repeats} repeat(s), "
           f"{torch.get_num_threads()} torch threads in this process", flush=True)
-    timings = run_measurements(args.num_images, repeats=args.repeats, timeout_s=timeout_s)
-    configs = summarize(timings, args.num_images)
+    goals = tuple(goal for goal in GOALS if goal.key in args.goals)
+    timings = run_measurements(args.num_images, goals=goals, repeats=args.repeats, timeout_s=timeout_s)
+    configs = summarize(timings, args.num_images, goals)
     report = {
         "workload": workload_description(), "environment": environment(args, load_before), "configs": configs,
         "measurements": _report.measurements(timings, {name: entry[0] for name, entry in MEASUREMENTS.items()}),
