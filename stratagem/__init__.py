@@ -15,8 +15,8 @@ if "keras" not in _sys.modules:
     # model of another backend is refused with the fix, stratagem/models/keras_model.py).
     _os.environ.setdefault("KERAS_BACKEND", "torch")
 
-if _os.environ.get(_launched.ERROR_FILE_ENV):
-    # A worker started by `stratagem run`: record an uncaught exception for the launcher.
+if _os.environ.get(_launched.ERROR_FILE_ENV) or _os.environ.get(_launched.TORCH_ERROR_FILE_ENV):
+    # A worker started by `stratagem run` (or torch's elastic agent): record an uncaught exception for it.
     _launched.install_excepthook()
 
 from stratagem import callbacks, checkpoint, data, datasets, distribute, errors, losses, metrics, nn, optimizers, train

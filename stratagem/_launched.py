@@ -25,6 +25,7 @@ from typing import Any
 
 ERROR_FILE_ENV = "STRATAGEM_ERROR_FILE"
 RESTART_COUNT_ENV = "STRATAGEM_RESTART_COUNT"
+TORCH_ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"  # set by torch.distributed.elastic's agent (stratagem run --nnodes MIN:MAX)
 
 
 def restart_count() -> int:
@@ -45,6 +46,16 @@ def install_excepthook() -> None:
     previous = sys.excepthook
 
     def hook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+        torch_path = os.environ.get(TORCH_ERROR_FILE_ENV)
+        if torch_path:
+            # An elastic job's agent reads torch's error file for its root-cause report: the
+            # layout torch's @record writes (message, py_callstack, timestamp).
+            record = {"message": {"message": f"{kind.__name__}: {value}", "extraInfo": {
+                "py_callstack": "".join(traceback.format_exception(kind, value, tb)),
+                "timestamp": str(int(time.time()))}}}
+            with open(f"{torch_path}.tmp", "w", encoding="utf-8") as f:
+                json.dump(record, f)
+            os.replace(f"{torch_path}.tmp", torch_path)
         path = os.environ.get(ERROR_FILE_ENV)
         if not path:
             previous(kind, value, tb)

@@ -76,6 +76,7 @@ def parse_nnodes(text: str) -> tuple[int, int]:
 
 def run(config: ElasticConfig) -> int:
     """Runs this host's agent until the job ends; returns 0 when it succeeded, 1 when it failed."""
+    from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs, Std
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -95,7 +96,8 @@ def run(config: ElasticConfig) -> int:
         rdzv_configs={"join_timeout": timeout_s, "last_call_timeout": 1, "keep_alive_interval": 1,
                       "keep_alive_max_attempt": 3},
         max_restarts=config.max_restarts, monitor_interval=0.5, local_addr=_local_address(config.master_addr),
-        log_line_prefix_template="[rank ${rank}]",
+        # torch prefixes only the lines it tees from its log files: tee both streams, files in a temp dir.
+        logs_specs=DefaultLogsSpecs(tee=Std.ALL), log_line_prefix_template="[rank ${rank}] ",
     )
     try:
         elastic_launch(launch, config.command[0])(*config.command[1:])
