@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from stratagem._process import die_with_parent
+from stratagem.distribute import job_secret
 from stratagem.distribute.cluster import TFConfigClusterResolver
 from stratagem.distribute._interfaces import is_loopback
 from stratagem.errors import ConfigurationError, WorkerFailedError
@@ -189,7 +190,11 @@ class Worker:
 
 
 def _start_workers(config: LaunchConfig, error_dir: str, attempt: int) -> list[Worker]:
-    base_env = dict(os.environ) | {RESTART_COUNT_ENV: str(attempt)}
+    # NOTE: one host: every process is ours, so the job gets a fresh secret; a multi-host job
+    # uses the one the user gave every host (job_secret).
+    one_host = config.num_processes is not None and config.nnodes == 1
+    base_env = dict(os.environ) | {RESTART_COUNT_ENV: str(attempt)} | job_secret.env_for_job(
+        os.environ, generate_if_missing=one_host)
     if config.num_processes is None:
         rank, label = tf_config_place(base_env)
         return [spawn(config.command, base_env, rank=rank, label=label,
