@@ -22,7 +22,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
-__all__ = ["PowerSGD", "Compression", "parse_compression", "register_compression", "all_reduce_compressed", "refuse_compression"]
+__all__ = ["PowerSGD", "Compression", "parse_compression", "register_compression", "all_reduce_compressed",
+           "refuse_compression"]
 
 _CAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -132,7 +133,8 @@ def refuse_compression(options: Any, strategy_name: str, how: str) -> None:
 def _powersgd_sum_hook(world_size: int) -> Any:
     """torch's ``powerSGD_hook`` (an average) times the world size, run to completion before the next bucket."""
 
-    def powersgd_sum_hook(state: object, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    def powersgd_sum_hook(state: powerSGD_hook.PowerSGDState,
+                          bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
         # NOTE: the hook chains its all-reduces in callbacks; with several buckets (DDP's first is small)
         # those of one bucket and the next bucket's first could start in a different order on each rank,
         # which gloo reports as a collective mismatch. Waiting here keeps every rank's order the same.

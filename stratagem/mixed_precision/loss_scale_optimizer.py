@@ -67,6 +67,7 @@ class LossScaleOptimizer(Optimizer):
             raise ValueError("The inner optimizer is already a LossScaleOptimizer: scaling twice would square the scale. "
                              f"Received: inner_optimizer={inner!r}")
         self.inner_optimizer = inner
+        self.gradient_accumulation_steps = inner.gradient_accumulation_steps  # set on the inner one, as in Keras
         self.initial_scale, self.dynamic_growth_steps = float(initial_scale), dynamic_growth_steps
         self.name = name or "loss_scale_optimizer"
         self._scale = float(initial_scale)
@@ -84,10 +85,6 @@ class LossScaleOptimizer(Optimizer):
         self.inner_optimizer.learning_rate = value
 
     lr = learning_rate
-
-    @property
-    def gradient_accumulation_steps(self) -> int | None:
-        return self.inner_optimizer.gradient_accumulation_steps
 
     @override
     def build(self, params: Iterable[torch.nn.Parameter], device: torch.device) -> torch.optim.Optimizer:
@@ -127,7 +124,8 @@ class LossScaleOptimizer(Optimizer):
         return found_inf
 
     def update(self, finite: bool) -> None:
-        """Keras 3's rule after a step: count a finite one (double after ``dynamic_growth_steps``), or halve and count a skip."""
+        """Keras 3's rule after a step: count a finite one (the scale doubles after ``dynamic_growth_steps``
+        of them in a row), or halve the scale and count a skip."""
         if not finite:
             self._scale /= 2.0
             self._finite_in_a_row = 0

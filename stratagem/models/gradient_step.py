@@ -90,7 +90,7 @@ class GradientStep:
 
 
 def in_float32(outputs: Any) -> Any:
-    """Floating outputs of a mixed-precision forward pass as float32 (losses and metrics compute in float32, as in Keras)."""
+    """Floating outputs of a mixed-precision forward pass as float32 (loss and metrics compute in float32, as Keras')."""
     return map_structure(
         lambda t: t.float() if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != torch.float64 else t,
         outputs)

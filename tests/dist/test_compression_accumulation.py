@@ -26,7 +26,8 @@ COMPRESSIONS = (None, "bf16", "fp16", PowerSGD(rank=1, start_iter=1000), PowerSG
 
 def _digits() -> tuple[np.ndarray, ...]:
     (x, y), (xt, yt) = stratagem.datasets.digits.load_data()
-    return x[:1280].reshape(1280, -1).astype(np.float32) / 255, y[:1280], xt.reshape(len(xt), -1).astype(np.float32) / 255, yt
+    flat = lambda images: images.reshape(len(images), -1).astype(np.float32) / 255  # noqa: E731
+    return flat(x[:1280]), y[:1280], flat(xt), yt
 
 
 def _net() -> nn.Module:
