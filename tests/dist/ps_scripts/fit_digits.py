@@ -50,9 +50,14 @@ def main() -> None:
             variable_partitioner=stratagem.distribute.MinSizePartitioner(min_shard_bytes=64 << 10, max_shards=2))
         with strategy.scope():
             model = build()
+        inputs = {"x": x_train, "y": y_train, "batch_size": BATCH}  # a PS fit repeats arrays on each worker, as TF's
     else:
         strategy, model = None, build()
-    history = model.fit(x_train, y_train, batch_size=BATCH, epochs=EPOCHS, steps_per_epoch=STEPS, verbose=0,
+        # The same number of steps in one process: a repeated dataset (arrays would end each
+        # epoch early when a pass runs out, as Keras 3 does, and train fewer steps than the PS job).
+        dataset = stratagem.data.Dataset.from_tensor_slices((x_train, y_train)).shuffle(len(x_train), seed=0)
+        inputs = {"x": dataset.batch(BATCH).repeat()}
+    history = model.fit(**inputs, epochs=EPOCHS, steps_per_epoch=STEPS, verbose=0,
                         validation_data=(x_test[:500], y_test[:500]),
                         callbacks=[StopOnChief(int(os.environ["TEST_STOP_AFTER"]))] if "TEST_STOP_AFTER" in os.environ else None)
     result = model.evaluate(x_test, y_test, batch_size=250, verbose=0, return_dict=True)
