@@ -44,9 +44,9 @@ def fit_epoch(strategy: stratagem.distribute.Strategy, num_images: int) -> dict[
     num_warmup = WARMUP_STEPS * global_batch_size
     model.fit(x[:num_warmup], y[:num_warmup], batch_size=global_batch_size, epochs=1, verbose=0)
     dist.barrier()  # every rank starts the clock together
-    with _stdout_to_file():
+    with _stdout_to_file():  # the default progress bar on, as users run it, printing to a file
         start = time.perf_counter()
-        history = model.fit(x, y, batch_size=global_batch_size, epochs=1, verbose=0)
+        history = model.fit(x, y, batch_size=global_batch_size, epochs=1, verbose=1)
         seconds = time.perf_counter() - start
     return {"seconds": seconds, "loss": history.history["loss"][0], "num_threads": torch.get_num_threads()}
 
