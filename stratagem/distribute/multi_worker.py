@@ -18,7 +18,22 @@ from stratagem.distribute.options import CommunicationOptions
 from stratagem.errors import ConfigurationError
 
 
-class MultiWorkerMirroredStrategy(CollectiveStrategy):
+class WorkerClusterStrategy(CollectiveStrategy):
+    """A collective strategy whose replicas are one per worker process of a cluster (TF_CONFIG, torchrun, SLURM)."""
+
+    def __init__(
+        self,
+        cluster_resolver: ClusterResolver | None = None,
+        communication_options: CommunicationOptions | None = None,
+    ) -> None:
+        super().__init__(cluster_resolver=cluster_resolver or resolve_cluster(), communication_options=communication_options)
+
+    @override
+    def _resolve(self) -> tuple[int, int, int, int, str, int, torch.device]:
+        return resolve_workers(self._cluster_resolver, type(self).__name__)
+
+
+class MultiWorkerMirroredStrategy(WorkerClusterStrategy):
     """Synchronous data parallelism over the workers of a cluster.
 
     Constructing it joins the job: it waits (up to the communication timeout)
@@ -37,16 +52,6 @@ class MultiWorkerMirroredStrategy(CollectiveStrategy):
         2
     """
 
-    def __init__(
-        self,
-        cluster_resolver: ClusterResolver | None = None,
-        communication_options: CommunicationOptions | None = None,
-    ) -> None:
-        super().__init__(cluster_resolver=cluster_resolver or resolve_cluster(), communication_options=communication_options)
-
-    @override
-    def _resolve(self) -> tuple[int, int, int, int, str, int, torch.device]:
-        return resolve_workers(self._cluster_resolver, type(self).__name__)
 
 
 def resolve_workers(resolver: ClusterResolver | None, strategy_name: str) -> tuple[int, int, int, int, str, int, torch.device]:

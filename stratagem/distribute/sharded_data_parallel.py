@@ -18,16 +18,13 @@ import torch
 from torch import nn
 from typing_extensions import override
 
-from stratagem.distribute._collective import CollectiveStrategy
-from stratagem.distribute.cluster import ClusterResolver, resolve_cluster
-from stratagem.distribute.multi_worker import resolve_workers
-from stratagem.distribute.options import CommunicationOptions
+from stratagem.distribute.multi_worker import WorkerClusterStrategy
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
 
-class ShardedDataParallelStrategy(CollectiveStrategy):
+class ShardedDataParallelStrategy(WorkerClusterStrategy):
     """Synchronous data parallelism whose parameters and optimizer state are sharded (FSDP2).
 
     For models whose parameters plus optimizer state do not fit one device:
@@ -63,16 +60,6 @@ class ShardedDataParallelStrategy(CollectiveStrategy):
         >>> model.fit(x, y, batch_size=64 * strategy.num_replicas_in_sync)  # doctest: +SKIP
     """
 
-    def __init__(
-        self,
-        cluster_resolver: ClusterResolver | None = None,
-        communication_options: CommunicationOptions | None = None,
-    ) -> None:
-        super().__init__(cluster_resolver=cluster_resolver or resolve_cluster(), communication_options=communication_options)
-
-    @override
-    def _resolve(self) -> tuple[int, int, int, int, str, int, torch.device]:
-        return resolve_workers(self._cluster_resolver, type(self).__name__)
 
     @override
     def _wrap_module(self, module: nn.Module) -> nn.Module:

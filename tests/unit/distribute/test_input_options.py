@@ -40,8 +40,9 @@ def test_unknown_replication_mode_and_wrong_type_raise() -> None:
 
 def test_ignored_buffer_size_warns_instead_of_silence() -> None:
     with pytest.warns(UserWarning, match="experimental_per_replica_buffer_size is ignored"):
-        OneDeviceStrategy().experimental_distribute_dataset(_dataset(),
-                                                            options=InputOptions(experimental_per_replica_buffer_size=4))
+        dataset = OneDeviceStrategy().experimental_distribute_dataset(
+            _dataset(), options=InputOptions(experimental_per_replica_buffer_size=4))
+    assert len(list(dataset)) == len(list(_dataset()))  # still every batch, only the option ignored
 
 
 def test_text_line_dataset_constructor_returns_a_text_line_dataset(tmp_path) -> None:

@@ -109,8 +109,13 @@ def test_synchronize_then_step_inside_skip_synchronize_reduces_once(single: None
     model(torch.ones(2, 3)).sum().backward()
     optimizer.synchronize()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)  # the reason for the pattern: clip the reduced gradients
+    before = [p.detach().clone() for p in model.parameters()]
+    clipped = [p.grad.detach().clone() for p in model.parameters()]
     with optimizer.skip_synchronize():
         optimizer.step()
+    lr = optimizer.param_groups[0]["lr"]
+    for old, grad, new in zip(before, clipped, model.parameters()):  # one SGD step with the clipped gradients
+        torch.testing.assert_close(new.detach(), old - lr * grad)
     optimizer.zero_grad()
     model(torch.ones(2, 3)).sum().backward()
     optimizer.synchronize()
