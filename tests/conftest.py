@@ -1,14 +1,62 @@
-"""Shared fixtures: environment hygiene, no leftover process group, no leftover strategy."""
+"""Shared fixtures: environment hygiene, no leftover process group, no leftover strategy.
+
+Also the per-file time guard of ``make test`` (``--max-file-seconds``): the suite's
+time budget is kept file by file, so one slow file is named the day it appears.
+"""
 
 from __future__ import annotations
 
 import os
+from collections import defaultdict
 
 import pytest
 
 # A test that builds MirroredStrategy(num_replicas>1) outside a worker must get
 # a clear error, never a second copy of pytest started as its "replicas".
 os.environ["STRATAGEM_DISABLE_SCRIPT_LAUNCH"] = "1"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--max-file-seconds", type=float, default=None, metavar="SECONDS",
+                     help="fail the run when one test file's tests (setup, call and teardown) take longer than "
+                          "this in all; prints the ten slowest files")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    limit = config.getoption("--max-file-seconds")
+    if limit is not None:
+        config.pluginmanager.register(FileTimeGuard(limit), "stratagem-file-time-guard")
+
+
+class FileTimeGuard:
+    """Sums each test file's phase durations; a file over ``limit_s`` fails the session."""
+
+    def __init__(self, limit_s: float) -> None:
+        self.limit_s = limit_s
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # Module-scoped fixtures land in their first test's setup and last test's teardown: counted here too.
+        self.seconds[report.nodeid.split("::", 1)[0]] += report.duration
+
+    def slow_files(self) -> list[str]:
+        return sorted(path for path, seconds in self.seconds.items() if seconds > self.limit_s)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.slow_files() and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        slowest = sorted(self.seconds.items(), key=lambda item: -item[1])[:10]
+        terminalreporter.write_sep("=", f"slowest test files (limit {self.limit_s:g} s per file)")
+        for path, seconds in slowest:
+            terminalreporter.write_line(f"{seconds:8.1f} s  {path}")
+        slow = self.slow_files()
+        if slow:
+            terminalreporter.write_line(
+                f"FAILED: {len(slow)} test file(s) took longer than {self.limit_s:g} s: {', '.join(slow)}. Make their "
+                "workers cheaper (stratagem.testing's warm workers, fewer steps) or split the file.", red=True)
 
 
 @pytest.fixture(autouse=True)

@@ -6,6 +6,11 @@ real gloo process group. Results come back through a local multiprocessing
 queue. At the deadline every worker is killed and the error lists what each
 rank was doing; an exception in any worker is re-raised with every rank's
 traceback.
+
+The workers are forks of a warm server (``warm_processes``) that imported
+torch and stratagem once, so a run starts in about 0.1 s instead of an
+interpreter's 1.5-2 s. Each worker still starts from the parent's current
+environment, as a spawned one would.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 
 from stratagem.launcher.environment import worker_env
 from stratagem.launcher.ports import find_free_port
+from stratagem.testing.warm_processes import warm_context
 
 
 def run_workers(fn: Callable[..., Any], world_size: int = 2, *, args: tuple = (), timeout_s: float = 60.0,
@@ -37,15 +43,14 @@ def run_workers(fn: Callable[..., Any], world_size: int = 2, *, args: tuple = ()
         RuntimeError: If a worker raised or died; includes every rank's traceback.
         TimeoutError: If the deadline passed; the workers are killed first.
     """
-    ctx = mp.get_context("spawn")
+    ctx = warm_context()
     results: mp.Queue = ctx.Queue()
     port = find_free_port("127.0.0.1")
     # NOTE: not daemonic: a worker may start processes of its own (a parallel map's workers), which
     # multiprocessing forbids a daemon; the finally below kills every worker whatever happens.
-    processes = [
-        ctx.Process(target=_worker_main, args=(fn, rank, world_size, port, args, env or {}, timeout_s, results))
-        for rank in range(world_size)
-    ]
+    environs = [_worker_environ(rank, world_size, port, env or {}, timeout_s) for rank in range(world_size)]
+    processes = [ctx.Process(target=_worker_main, args=(fn, rank, world_size, args, environs[rank], results))
+                 for rank in range(world_size)]
     for process in processes:
         process.start()
     try:
@@ -99,12 +104,20 @@ def _describe(outcomes: dict[int, tuple[str, Any]]) -> str:
     return ", ".join(f"rank {r}: {s}" for r, (s, _) in sorted(outcomes.items())) or "none"
 
 
-def _worker_main(fn: Callable[..., Any], rank: int, world_size: int, port: int, args: tuple, env: dict[str, str],
-                 timeout_s: float, results: mp.Queue) -> None:
-    os.environ.update(worker_env(rank=rank, world_size=world_size, local_rank=rank, local_world_size=world_size,
-                                 master_addr="127.0.0.1", master_port=port, timeout_s=None))
-    os.environ.setdefault("STRATAGEM_TIMEOUT_S", f"{max(5.0, timeout_s / 2):g}")
-    os.environ.update(env)
+def _worker_environ(rank: int, world_size: int, port: int, env: dict[str, str], timeout_s: float) -> dict[str, str]:
+    """The parent's environment now (a fork would keep the forkserver's), the worker contract, then ``env``."""
+    environ = dict(os.environ) | worker_env(rank=rank, world_size=world_size, local_rank=rank,
+                                            local_world_size=world_size, master_addr="127.0.0.1", master_port=port,
+                                            timeout_s=None)
+    environ.setdefault("STRATAGEM_TIMEOUT_S", f"{max(5.0, timeout_s / 2):g}")
+    return environ | env
+
+
+def _worker_main(fn: Callable[..., Any], rank: int, world_size: int, args: tuple, environ: dict[str, str],
+                 results: mp.Queue) -> None:
+    # Every variable is set before torch.distributed reads them (when the group is created).
+    os.environ.clear()
+    os.environ.update(environ)
     import torch
 
     torch.set_num_threads(1)

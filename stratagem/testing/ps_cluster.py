@@ -3,6 +3,9 @@
 Each process gets its own ``TF_CONFIG``; servers run
 ``python -m stratagem.distribute.ps.serve`` (no script). Tests can kill and
 restart single workers, read the servers' counters, and wait for the chief.
+Every task is a warm process (``warm_processes.ScriptProcess``, a fork of a
+server that imported torch and stratagem once); ``stratagem run``'s own
+tests start real interpreters.
 """
 
 from __future__ import annotations
@@ -10,12 +13,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from stratagem.distribute import job_secret
 from stratagem.launcher.environment import ps_cluster_configs
 from stratagem.launcher.supervisor import stop_processes
+from stratagem.testing.warm_processes import ScriptProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,7 +43,7 @@ class LocalPSCluster:
             job_secret.SECRET_ENV: job_secret.generate()}
         self.env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
                     "PYTHONUNBUFFERED": "1", **secret, **env}
-        self.processes: dict[tuple[str, int], subprocess.Popen] = {}
+        self.processes: dict[tuple[str, int], ScriptProcess] = {}
         self.restarts: dict[tuple[str, int], int] = {}
         for index in range(num_ps):
             self.start("ps", index)
@@ -48,16 +51,14 @@ class LocalPSCluster:
             self.start("worker", index)
         self.start("chief", 0)
 
-    def start(self, kind: str, index: int) -> subprocess.Popen:
+    def start(self, kind: str, index: int) -> ScriptProcess:
         key = (kind, index)
         attempt = self.restarts.get(key, -1) + 1
         self.restarts[key] = attempt
-        command = ([sys.executable, "-m", "stratagem.distribute.ps.serve"] if kind == "ps"
-                   else [sys.executable, self.script, *self.args])
-        log = open(self.log_dir / f"{kind}{index}{'' if attempt == 0 else f'.{attempt}'}.log", "w")  # noqa: SIM115
+        command = ["-m", "stratagem.distribute.ps.serve"] if kind == "ps" else [self.script, *self.args]
         env = {**self.env, "TF_CONFIG": self.configs[key], "STRATAGEM_RESTART_COUNT": str(attempt)}
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-        log.close()
+        process = ScriptProcess(command, env=env, cwd=ROOT,
+                                log_path=self.log_dir / f"{kind}{index}{'' if attempt == 0 else f'.{attempt}'}.log")
         self.processes[key] = process
         return process
 
@@ -75,7 +76,7 @@ class LocalPSCluster:
         return "\n".join(f"--- {path.name} ---\n{path.read_text()[-3000:]}" for path in sorted(self.log_dir.glob("*.log")))
 
     def stop(self) -> None:
-        stop_processes(list(self.processes.values()), grace_period_s=10.0)
+        stop_processes(list(self.processes.values()), grace_period_s=10.0)  # type: ignore[arg-type]  # Popen-like
 
     def __enter__(self) -> LocalPSCluster:
         return self

@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -24,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from stratagem.testing.ps_cluster import ROOT, LocalPSCluster
+from stratagem.testing.warm_processes import ScriptProcess
 from tests.dist._models import small_cnn
 from tests.dist.ps_scripts import fit_digits
 from tests.dist.ps_scripts.custom_loop import batches, make_optimizer
@@ -86,9 +85,12 @@ def test_two_workers_fit_digits_within_two_points_of_synchronous(tmp_path: Path)
     with LocalPSCluster(SCRIPTS / "fit_digits.py", num_workers=2, num_ps=2, log_dir=tmp_path,
                         args=("ps", str(out))) as cluster:
         _run_to_end(cluster, 200)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    subprocess.run([sys.executable, str(SCRIPTS / "fit_digits.py"), "sync", str(sync_out)], env=env, cwd=ROOT,
-                   check=True, timeout=120)
+    reference = ScriptProcess([str(SCRIPTS / "fit_digits.py"), "sync", str(sync_out)],
+                              env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, log_path=tmp_path / "sync.log")
+    try:
+        assert reference.wait(120) == 0, (tmp_path / "sync.log").read_text()[-3000:]
+    finally:
+        reference.kill()  # a no-op once it has ended
     ps, sync = json.loads(out.read_text()), json.loads(sync_out.read_text())
     assert sync["evaluate"]["accuracy"] > 0.8, "the reference must learn for the comparison to mean anything"
     assert abs(ps["evaluate"]["accuracy"] - sync["evaluate"]["accuracy"]) <= 0.02, (ps["evaluate"], sync["evaluate"])

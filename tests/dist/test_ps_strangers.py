@@ -5,7 +5,9 @@ trains while this test process, which is not part of it, calls every method
 of the server and of the chief's coordination service over and over, with no
 secret and with a wrong one. Every answer must be ``UNAUTHENTICATED``, and the
 job must end exactly as training without strangers does: same weights and
-losses as one process, each step applied once.
+losses as one process, each step applied once. The chief starts its steps only
+once every method has been refused (``TEST_HOLD_UNTIL``): a job that starts in
+a fraction of a second must not end before the strangers reached both services.
 """
 
 from __future__ import annotations
@@ -46,8 +48,11 @@ def _messages() -> dict[tuple[str, str], bytes]:
             **{(coordination.SERVICE, m): wire.encode({}, meta) for m, meta in chief.items()}}
 
 
-def _attack(addresses: dict[str, str], stop: threading.Event, codes: Counter) -> None:
-    """Calls every method of both services with each stranger's credentials until ``stop``."""
+def _attack(addresses: dict[str, str], stop: threading.Event, codes: Counter, all_refused: Path) -> None:
+    """Calls every method of both services with each stranger's credentials until ``stop``.
+
+    Creates ``all_refused`` once each method has been refused at least once.
+    """
     messages = _messages()
     channels = {}
     for who, credentials in STRANGERS.items():
@@ -62,6 +67,8 @@ def _attack(addresses: dict[str, str], stop: threading.Event, codes: Counter) ->
                     codes[(service, method, "OK")] += 1
                 except grpc.RpcError as err:
                     codes[(service, method, err.code().name)] += 1  # type: ignore[attr-defined]
+        if {(s, m) for (s, m, code) in codes if code == "UNAUTHENTICATED"} == set(messages):
+            all_refused.touch()
         stop.wait(0.25)  # a steady trickle: the point is refusal, not load on a 2-core test host
     for channel, _ in channels.values():
         channel.close()
@@ -69,13 +76,14 @@ def _attack(addresses: dict[str, str], stop: threading.Event, codes: Counter) ->
 
 @pytest.mark.timeout(120)
 def test_strangers_are_refused_and_the_job_trains_as_without_them(tmp_path: Path) -> None:
-    out = tmp_path / "out.json"
+    out, all_refused = tmp_path / "out.json", tmp_path / "all_refused"
     codes: Counter = Counter()
     stop = threading.Event()
     with LocalPSCluster(SCRIPTS / "custom_loop.py", num_workers=1, num_ps=1, log_dir=tmp_path,
-                        args=("sgd", str(STEPS), str(out)), env={"TEST_STALENESS": "0"}) as cluster:
+                        args=("sgd", str(STEPS), str(out)),
+                        env={"TEST_STALENESS": "0", "TEST_HOLD_UNTIL": str(all_refused)}) as cluster:
         addresses = {server.SERVICE: cluster.address("ps", 0), coordination.SERVICE: cluster.address("chief", 0)}
-        attacker = threading.Thread(target=_attack, args=(addresses, stop, codes), daemon=True)
+        attacker = threading.Thread(target=_attack, args=(addresses, stop, codes, all_refused), daemon=True)
         attacker.start()
         try:
             assert cluster.wait("chief", 0, 100) == 0, cluster.logs()

@@ -3,7 +3,8 @@
 argv: OPTIMIZER STEPS OUT_JSON. The chief writes the trained values, the
 fetched losses and the servers' counters to OUT_JSON. The batches are a fixed
 list every worker reads from the start, so with one worker the steps see the
-batches in the reference order.
+batches in the reference order. With ``TEST_HOLD_UNTIL=PATH`` the chief, its
+coordination service up, schedules no step before PATH exists (at most 60 s).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -61,6 +64,13 @@ def main() -> None:
         return strategy.run(replica_fn, args=(x, y))
 
     per_worker = iter(coordinator.create_per_worker_dataset(lambda: batches(steps)))
+    hold = os.environ.get("TEST_HOLD_UNTIL")
+    if hold and strategy.is_chief:
+        deadline = time.monotonic() + 60
+        while not Path(hold).exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{hold} did not appear within 60 s")
+            time.sleep(0.05)
     losses = [coordinator.schedule(train_step, args=(per_worker,)) for _ in range(steps)]
     coordinator.join()
     finished = coordinator.done()  # the chief's answer; a worker replaying gets the same one

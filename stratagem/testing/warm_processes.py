@@ -1,0 +1,137 @@
+"""Warm worker processes for tests: forks of a server that has already imported torch and stratagem.
+
+A fresh interpreter pays 1.5-2 s of CPU to import torch and stratagem, and
+about as much again for ``torch._dynamo`` on its first optimizer step; a
+suite that starts a few hundred workers spends most of its time there.
+``multiprocessing``'s forkserver imports them once, and each worker is a
+fork of that server (about 0.1 s). ``run_workers`` takes its processes from
+``warm_context()``; ``ScriptProcess`` runs a script (``python script.py
+ARGS`` or ``python -m module``) in one, for the parameter-server test
+cluster. Tests of process start-up itself (the launcher, restarts,
+signals) do not belong here: they exec real interpreters.
+
+A forked worker starts from the server's state, not a fresh interpreter's,
+so: its environment is set before it touches torch.distributed (which
+reads it when a group is created), torch's thread pools start at the
+first parallel op after the fork (the server runs none), and a script's
+exit runs what an interpreter's exit runs (non-daemon threads joined,
+``threading`` exit hooks, ``atexit``), see ``_run_script``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing as mp
+import os
+import runpy
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from multiprocessing.context import ForkServerContext
+from pathlib import Path
+
+# What every worker would import first. torch._dynamo is imported by torch.optim on the first step.
+PRELOAD = ("torch", "torch._dynamo", "numpy", "stratagem", "stratagem.distribute.ps.server", "grpc")
+
+
+def warm_context() -> ForkServerContext:
+    """The forkserver context whose server has imported ``PRELOAD`` (started on first use, once per process)."""
+    context = mp.get_context("forkserver")
+    # NOTE: the server reads this list when it starts (the first Process.start()); later calls change nothing.
+    context.set_forkserver_preload(list(PRELOAD))
+    return context  # type: ignore[return-value]
+
+
+class ScriptProcess:
+    """``python COMMAND...`` in a warm process, with the part of ``subprocess.Popen`` tests use.
+
+    Args:
+        command: What follows ``python`` on a command line: ``(script, *args)`` or ``("-m", module, *args)``.
+        env: The process's whole environment (as ``Popen(env=...)``).
+        cwd: Its working directory.
+        log_path: File that receives its stdout and stderr (truncated first).
+    """
+
+    def __init__(self, command: Sequence[str], *, env: dict[str, str], cwd: str | Path, log_path: str | Path) -> None:
+        if not command or (command[0] == "-m" and len(command) < 2):
+            raise ValueError(f"command must name a script or '-m MODULE'. Received: command={list(command)}")
+        self.args = [sys.executable, *command]
+        # NOTE: not daemonic: a task may start processes of its own; the cluster stops every task itself.
+        self._process = warm_context().Process(
+            target=_run_script, args=(tuple(command), dict(env), str(cwd), str(log_path)), daemon=False)
+        self._process.start()
+        self.pid = self._process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.exitcode
+
+    def poll(self) -> int | None:
+        return self._process.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._process.join(timeout)
+        if self._process.exitcode is None:
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+        return self._process.exitcode
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, signum)  # type: ignore[arg-type]
+            except ProcessLookupError:  # ended since the poll
+                pass
+
+    def terminate(self) -> None:
+        self._process.terminate()
+
+    def kill(self) -> None:
+        self._process.kill()
+
+
+def _run_script(command: tuple[str, ...], env: dict[str, str], cwd: str, log_path: str) -> None:
+    """In the forked worker: what ``python COMMAND`` does, from argv and sys.path to the exit."""
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    for stream in (sys.stdout, sys.stderr):  # unbuffered, as PYTHONUNBUFFERED=1: a SIGKILLed task's log is whole
+        stream.reconfigure(line_buffering=True, write_through=True)  # type: ignore[union-attr]
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    # sys.path as a fresh interpreter builds it: the script's folder first, then PYTHONPATH.
+    extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
+    if command[0] == "-m":
+        sys.argv = [command[1], *command[2:]]
+        sys.path[:0] = [cwd, *extra]
+    else:
+        sys.argv = list(command)
+        sys.path[:0] = [os.path.dirname(os.path.abspath(command[0])), *extra]
+    try:
+        if command[0] == "-m":
+            runpy.run_module(command[1], run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(command[0], run_name="__main__")
+    except SystemExit:
+        raise
+    except BaseException as err:
+        # As the interpreter does for an uncaught exception: sys.last_* first (stratagem reads
+        # them at exit to tell a crash), then sys.excepthook prints it; exit status 1.
+        sys.last_type, sys.last_value, sys.last_traceback = type(err), err, err.__traceback__
+        sys.excepthook(type(err), err, err.__traceback__)
+        raise SystemExit(1) from None
+    finally:
+        _interpreter_exit()
+
+
+def _interpreter_exit() -> None:
+    """The end of a Python 3.11 interpreter that a forked process (ended by os._exit) skips.
+
+    Non-daemon threads are joined and ``threading``'s exit hooks run (the PS
+    coordinator serves its workers from one), then ``atexit`` handlers.
+    multiprocessing calls ``threading._shutdown`` again after us: a no-op then.
+    """
+    threading._shutdown()  # type: ignore[attr-defined]
+    atexit._run_exitfuncs()
