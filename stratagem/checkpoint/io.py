@@ -4,9 +4,9 @@ Writes go to a temporary file in the same folder, are fsynced, then renamed
 over the target, and the folder is fsynced: a crash at any moment leaves
 either the old file or the new one, never half of one. Reads never run code
 from the file: ``.safetensors`` files hold tensors only, and every other file
-is read with ``torch.load(weights_only=True)``, which accepts tensors and
-plain containers and refuses anything else. A damaged or unsafe file is a
-``CheckpointError`` that names it.
+is read by ``unpickling.unpickle``, which admits tensors and plain containers
+and refuses anything else. A damaged or unsafe file is a ``CheckpointError``
+that names it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from stratagem.checkpoint.unpickling import refused, unpickle
 from stratagem.errors import CheckpointError
 
 MODEL_WEIGHTS_FILE = "weights.safetensors"  # the weights in a model.save folder (stratagem.models.saving)
@@ -134,22 +135,18 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
                 f"saved by model.save (no {MODEL_WEIGHTS_FILE} in it). Pass the checkpoint file's path. "
                 f"Received: path={path!r}")
         path = os.path.join(path, MODEL_WEIGHTS_FILE)  # a model.save folder: its weights
-    try:
-        if path.endswith(".safetensors"):
-            from safetensors.torch import load_file
+    if path.endswith(".safetensors"):
+        from safetensors.torch import load_file
 
+        try:
             return dict(load_file(path))
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # every failure to read is the same problem for the caller
-        # torch names a refused class or function "global"; other unpickling errors are damage.
-        text = str(err).lower()
-        unsafe = any(words in text for words in ("unsupported global", "not an allowed global", "unsupported class"))
-        reason = ("it holds objects that could run code when loaded, so it was not loaded" if unsafe
-                  else "it is not a checkpoint stratagem or torch.save wrote, or it is truncated or corrupt")
-        raise CheckpointError(
-            f"Cannot load checkpoint {path!r}: {reason}. Use an older checkpoint, or re-create this one. "
-            f"Received: {type(err).__name__}: {str(err)[:200]}"
-        ) from err
+        except Exception as err:  # a damaged file; safetensors runs no code from it
+            raise refused(path, err) from err
+    with open(path, "rb") as file:
+        state = unpickle(file, path=path)
+    if not isinstance(state, dict):
+        raise refused(path, TypeError(f"it holds a {type(state).__name__}, not a dict of state"))
+    return state
 
 
 _CKPT_NUMBER = re.compile(r"(\d+)")

@@ -7,9 +7,9 @@ replicas (DCP reshards: each replica reads the pieces of the global tensors its
 own shards cover). Written atomically: every rank writes into
 ``.<name>.partial``, and only when all have finished does the chief rename it
 to ``<name>``, so a folder with the final name is always complete. Read safely:
-DCP's metadata is a pickle, read here by an unpickler that admits only DCP's
-metadata classes, and its non-tensor items (optimizer hyperparameters) are
-checked with ``torch.load(weights_only=True)`` before they are loaded. The
+DCP's metadata is a pickle and its non-tensor items (optimizer hyperparameters)
+are torch.save'd bytes; both are read by ``unpickling.unpickle``, which admits
+an exact list of classes and refuses every other name. The
 file-per-process training state of ``BackupAndRestore`` is ``state.py``'s.
 """
 
@@ -19,7 +19,6 @@ import concurrent.futures
 import contextlib
 import io
 import os
-import pickle
 import shutil
 import warnings
 from collections.abc import Iterator
@@ -34,6 +33,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from typing_extensions import override
 
 from stratagem.checkpoint.io import fsync_path
+from stratagem.checkpoint.unpickling import refused, unpickle
 from stratagem.errors import CheckpointError
 
 _METADATA_FILE = ".metadata"  # DCP's name for the file its coordinator writes last
@@ -141,6 +141,7 @@ def load_sharded(directory: str | os.PathLike[str], model: Any) -> None:
             "never written, or its save did not finish. Use an older checkpoint. "
             f"Received: directory={str(folder)!r}"
         )
+    _read_metadata(folder / _METADATA_FILE)  # refused here, before DCP (which logs and retries), if unsafe
     module, optimizer = model.module, model.optimizer.torch_optimizer
     model_state, optimizer_state = get_state_dict(module, optimizer)  # this job's shards, filled in place
     state: dict[str, Any] = {"model": model_state, "optimizer": optimizer_state}
@@ -149,7 +150,7 @@ def load_sharded(directory: str | os.PathLike[str], model: Any) -> None:
             dcp.load(state, storage_reader=_SafeReader(folder), planner=_SafeLoadPlanner(),
                      no_dist=not dist.is_initialized())
         set_state_dict(module, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
-    except (RuntimeError, ValueError, KeyError, pickle.UnpicklingError, dcp.api.CheckpointException) as err:
+    except (RuntimeError, ValueError, KeyError, CheckpointError, dcp.api.CheckpointException) as err:
         raise CheckpointError(
             f"Cannot load the sharded checkpoint {str(folder)!r}: it is damaged, holds objects that could run "
             "code, or was saved from another model or optimizer. Received: "
@@ -217,49 +218,38 @@ def _then_commit(written: Any, partial: Path, target: Path, *, chief: bool) -> c
     return done
 
 
-class _MetadataUnpickler(pickle.Unpickler):
-    """Unpickles DCP's ``.metadata``, refusing every class but the metadata's own (no code can run)."""
-
-    _ALLOWED_MODULES = ("torch.distributed.checkpoint.metadata", "torch.distributed.checkpoint.filesystem",
-                        "torch.distributed.checkpoint.planner")
-    # A path (the checkpoint id), shapes, and torch's by-name constructors of dtypes and layouts.
-    _ALLOWED = {("torch", "Size"), ("collections", "OrderedDict"), ("torch.serialization", "_get_layout"),
-                ("pathlib", "PosixPath"), ("pathlib", "WindowsPath"), ("pathlib", "PurePosixPath")}
-
-    @override
-    def find_class(self, module: str, name: str) -> Any:
-        if module in self._ALLOWED_MODULES or (module, name) in self._ALLOWED or (module == "torch" and _is_dtype(name)):
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"the checkpoint metadata names {module}.{name}, which a DCP checkpoint never "
-                                     "holds (it could run code when loaded)")
-
-
-def _is_dtype(name: str) -> bool:
-    return isinstance(getattr(torch, name, None), (torch.dtype, torch.memory_format, torch.layout))
-
-
 class _SafeReader(dcp.FileSystemReader):
-    """DCP's file reader with its metadata read by ``_MetadataUnpickler`` (DCP's own uses ``pickle.load``)."""
+    """DCP's file reader with its metadata read by ``unpickling.unpickle`` (DCP's own uses ``pickle.load``)."""
 
     @override
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
         rank = kwargs.get("rank")
         name = _METADATA_FILE if rank is None else f"__{rank}{_METADATA_FILE}"
-        with open(Path(self.path) / name, "rb") as file:
-            metadata = _MetadataUnpickler(file).load()
-        if not isinstance(metadata, Metadata):
-            raise pickle.UnpicklingError(f"{name} holds a {type(metadata).__name__}, not DCP metadata")
+        metadata = _read_metadata(Path(self.path) / name)
         storage_meta = getattr(metadata, "storage_meta", None) or StorageMeta()  # older checkpoints have none
         storage_meta.load_id = self.load_id
         metadata.storage_meta = storage_meta
         return metadata
 
 
+def _read_metadata(path: Path) -> Metadata:
+    """DCP's metadata file, read without running code from it."""
+    with open(path, "rb") as file:
+        metadata = unpickle(file, path=str(path))
+    if not isinstance(metadata, Metadata):
+        raise refused(str(path), TypeError(f"it holds a {type(metadata).__name__}, not DCP metadata"))
+    return metadata
+
+
 class _SafeLoadPlanner(dcp.DefaultLoadPlanner):
-    """DCP's load planner, except that non-tensor items must pass ``torch.load(weights_only=True)`` first."""
+    """DCP's load planner, with non-tensor items (torch.save'd bytes) read by ``unpickling.unpickle``."""
 
     @override
     def load_bytes(self, read_item: Any, value: io.BytesIO) -> None:
-        raw = value.read()
-        torch.load(io.BytesIO(raw), weights_only=True)  # raises on anything but tensors and plain containers
-        super().load_bytes(read_item, io.BytesIO(raw))  # the same bytes, now known to be plain data
+        plain = unpickle(value.read(), path=f"an item of the sharded checkpoint ({read_item.dest_index.fqn})")
+        # DCP's own load_bytes places the value but unpickles without weights_only: hand it bytes
+        # written here from the plain value, never the file's.
+        written = io.BytesIO()
+        torch.save(plain, written)
+        written.seek(0)
+        super().load_bytes(read_item, written)

@@ -30,6 +30,7 @@ import torch
 from stratagem.data.dataset import Dataset
 from stratagem.data.iterator import DatasetIterator, IterContext
 from stratagem.data.options import INFINITE_CARDINALITY
+from stratagem.errors import CheckpointError
 
 _CHUNK_SIZE = 256
 _INDEX_VERSION = 1
@@ -53,7 +54,7 @@ class CacheDataset(Dataset):
     Raises:
         TypeError: If ``filename`` is not a string or path; while filling, if an
             element holds object arrays or dicts with non-string keys.
-        ValueError: While reading, if a cache file is corrupt or partially
+        CheckpointError: While reading, if a cache file is corrupt or partially
             written (the message names the file to delete).
 
     Example:
@@ -335,8 +336,8 @@ class _FileWriter:
         self._temps, self._pending = [], {}
 
 
-def _corrupt(path: str, err: BaseException) -> ValueError:
-    return ValueError(
+def _corrupt(path: str, err: BaseException) -> CheckpointError:
+    return CheckpointError(
         f"The cache file {path} is corrupt or partially written ({type(err).__name__}: {err}). "
         f"Delete it and the other files starting with the same prefix to rebuild the cache. Received: file={path}"
     )

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from stratagem.data import Dataset
+from stratagem.errors import CheckpointError
 from stratagem.testing.data import assert_checkpoint_roundtrip
 from tests.unit.data._helpers import as_python, python_values
 
@@ -166,19 +167,19 @@ def test_file_cache_spans_several_chunks(tmp_path: Path) -> None:
     assert python_values(ds.shuffle(600, seed=0).take(600).batch(600))[0] != tuple(range(0, 1200, 2))
 
 
-def test_corrupt_chunk_file_raises_value_error_naming_it(tmp_path: Path) -> None:
+def test_corrupt_chunk_file_raises_checkpoint_error_naming_it(tmp_path: Path) -> None:
     prefix = str(tmp_path / "data")
     list(Dataset.range(3).cache(prefix))
     with open(prefix + ".0.npz", "r+b") as f:
         f.truncate(40)
-    with pytest.raises(ValueError, match=r"data\.0\.npz is corrupt or partially written.*Delete it"):
+    with pytest.raises(CheckpointError, match=r"data\.0\.npz is corrupt or partially written.*Delete it"):
         list(Dataset.range(3).cache(prefix))
 
 
-def test_corrupt_index_file_raises_value_error_naming_it(tmp_path: Path) -> None:
+def test_corrupt_index_file_raises_checkpoint_error_naming_it(tmp_path: Path) -> None:
     prefix = str(tmp_path / "data")
     Path(prefix + ".index.json").write_text("{not json")
-    with pytest.raises(ValueError, match=r"data\.index\.json is corrupt.*Delete it"):
+    with pytest.raises(CheckpointError, match=r"data\.index\.json is corrupt.*Delete it"):
         list(Dataset.range(3).cache(prefix))
 
 
@@ -186,7 +187,7 @@ def test_pickled_chunk_is_refused_not_unpickled(tmp_path: Path) -> None:
     prefix = str(tmp_path / "data")
     list(Dataset.range(2).cache(prefix))
     np.savez(prefix + ".0.npz", **{"0_0": np.array([object()], dtype=object)})
-    with pytest.raises(ValueError, match=r"data\.0\.npz is corrupt.*allow_pickle=False"):
+    with pytest.raises(CheckpointError, match=r"data\.0\.npz is corrupt.*allow_pickle=False"):
         list(Dataset.range(2).cache(prefix))
 
 

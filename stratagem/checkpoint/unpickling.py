@@ -1,0 +1,105 @@
+"""The one reader of pickled checkpoint bytes, and the exact list of what a checkpoint may name.
+
+Every checkpoint path that meets a pickle comes here: ``load_state`` (``load_weights``,
+``BackupAndRestore``, estimator checkpoints, ``hvd.elastic`` state, the weights of a
+``model.save`` folder when not safetensors) and the sharded checkpoints of
+``checkpoint.sharded`` (DCP's ``.metadata`` and its non-tensor items). Other checkpoint
+files are data formats that run no code when parsed (safetensors, JSON, ``.npz`` read with
+``allow_pickle=False``).
+
+A pickle names the classes and functions it calls, and a crafted one names ``os.system``.
+Two formats reach here: torch.save's zip files, read with ``torch.load(weights_only=True)``,
+whose unpickler admits torch's own fixed list of tensor, storage and container names; and
+bare pickles (DCP's ``.metadata``, written with ``pickle.dump``, whose opcodes torch's
+unpickler does not read), read by ``_ExactUnpickler``, which admits exactly the
+(module, name) pairs of ``ALLOWED_GLOBALS`` and resolves them itself. A name is never
+admitted for the module it is in: pickle protocol 4 follows dotted names, so an admitted
+module plus the name ``os.system`` would reach ``os.system``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import pickle
+import zipfile
+from typing import IO, Any
+
+import torch
+from typing_extensions import override
+
+from stratagem.errors import CheckpointError
+
+__all__ = ["ALLOWED_GLOBALS", "unpickle"]
+
+_DCP_METADATA = "torch.distributed.checkpoint.metadata"
+_DTYPES = ("bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float16", "bfloat16",
+           "float32", "float64", "complex32", "complex64", "complex128", "float8_e4m3fn", "float8_e4m3fnuz",
+           "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu")
+
+# What a bare checkpoint pickle (DCP's .metadata) may name, each by its exact module and name:
+# DCP's metadata records, a path (the checkpoint id), shapes, and torch's dtypes and layouts.
+ALLOWED_GLOBALS: frozenset[tuple[str, str]] = frozenset({
+    (_DCP_METADATA, "Metadata"), (_DCP_METADATA, "MetadataIndex"), (_DCP_METADATA, "StorageMeta"),
+    (_DCP_METADATA, "TensorStorageMetadata"), (_DCP_METADATA, "BytesStorageMetadata"),
+    (_DCP_METADATA, "ChunkStorageMetadata"), (_DCP_METADATA, "TensorProperties"),
+    (_DCP_METADATA, "_MEM_FORMAT_ENCODING"),
+    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
+    ("torch", "Size"), ("torch.serialization", "_get_layout"), ("collections", "OrderedDict"),
+    ("pathlib", "PosixPath"), ("pathlib", "PurePosixPath"), ("pathlib", "WindowsPath"), ("pathlib", "PureWindowsPath"),
+    *(("torch", dtype) for dtype in _DTYPES),
+})
+
+
+def unpickle(source: IO[bytes] | bytes, *, path: str) -> Any:
+    """Reads one pickled checkpoint (torch.save's zip format, or a bare pickle) without running code from it.
+
+    Args:
+        source: The bytes, or a binary file open at their start.
+        path: The file the bytes come from, for the error message.
+
+    Raises:
+        CheckpointError: If the bytes name anything not allowed (they could run
+            code), or are truncated, corrupt, or not a pickle.
+    """
+    stream = io.BytesIO(source) if isinstance(source, bytes) else source
+    try:
+        if zipfile.is_zipfile(stream):
+            stream.seek(0)
+            return torch.load(stream, map_location="cpu", weights_only=True)
+        stream.seek(0)
+        return _ExactUnpickler(stream).load()
+    except Exception as err:  # every failure to read is the same problem for the caller
+        raise refused(path, err) from err
+
+
+def refused(path: str, err: BaseException) -> CheckpointError:
+    """The ``CheckpointError`` for a checkpoint file that could not be read (unsafe, or damaged)."""
+    # torch names a refused class or function "global"; other unpickling errors are damage.
+    text = str(err).lower()
+    unsafe = isinstance(err, _RefusedGlobal) or any(
+        words in text for words in ("unsupported global", "not an allowed global", "unsupported class",
+                                    "unrecognized function", "can only build", "can only create new object"))
+    reason = ("it holds objects that could run code when loaded, so it was not loaded (never load a checkpoint "
+              "from someone you do not trust)" if unsafe
+              else "it is not a checkpoint stratagem or torch wrote, or it is truncated or corrupt")
+    return CheckpointError(f"Cannot load checkpoint {path!r}: {reason}. Use an older checkpoint, or re-create this "
+                           f"one. Received: {type(err).__name__}: {str(err)[:200]}")
+
+
+class _RefusedGlobal(pickle.UnpicklingError):
+    """A pickle named a class or function outside ``ALLOWED_GLOBALS``."""
+
+
+class _ExactUnpickler(pickle.Unpickler):
+    """Admits exactly the pairs of ``ALLOWED_GLOBALS``, looked up by this class, never by pickle's name lookup."""
+
+    @override
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in ALLOWED_GLOBALS:
+            raise _RefusedGlobal(f"the file names {module}.{name}, which a checkpoint never holds")
+        return getattr(importlib.import_module(module), name)  # name has no dots: it is one of ours
+
+    @override
+    def persistent_load(self, pid: Any) -> Any:
+        raise _RefusedGlobal("the file holds a persistent id, which a bare checkpoint pickle never holds")
