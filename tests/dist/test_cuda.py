@@ -65,7 +65,7 @@ def _worker_nccl_group(rank: int, world_size: int) -> dict:
     torch.distributed.all_reduce(value)
     module = collectives.wrap_ddp(torch.nn.Linear(4, 2).cuda(), device=torch.device("cuda", 0), bucket_cap_mb=None)
     module(torch.ones(5, 4, device="cuda")).sum().backward()
-    grad = module.module.weight.grad.detach().cpu()
+    grad = module.module.weight.grad.detach().cpu().numpy()
     backend = torch.distributed.get_backend()
     collectives.destroy_process_group()
     return {"backend": backend, "sum": value.cpu().tolist(), "grad": grad}
@@ -97,7 +97,7 @@ def test_nccl_group_all_reduces_and_runs_a_ddp_step() -> None:
     (result,) = run_workers(_worker_nccl_group, world_size=1, timeout_s=100)
     assert result["backend"] == "nccl"
     assert result["sum"] == [2.0, 2.0, 2.0]
-    torch.testing.assert_close(result["grad"], torch.full((2, 4), 5.0))
+    torch.testing.assert_close(torch.from_numpy(result["grad"]), torch.full((2, 4), 5.0))
 
 
 @pytest.mark.timeout(120)
