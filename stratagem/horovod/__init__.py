@@ -3,8 +3,8 @@
 Horovod's PyTorch binding does not build against recent torch; scripts written
 for it run here with the import line changed and ``stratagem run -np N``
 (or ``-H host1:2,host2:2``, ``--hostfile``) in place of ``horovodrun``.
-Modules: ``basics`` (init, ranks, process sets), ``ops`` (collectives and
-handles), ``compression``, ``optimizer`` (``DistributedOptimizer``),
+Modules: ``basics`` (init, ranks, process sets), ``ops`` (collectives),
+``grouped`` (grouped and sparse collectives), ``exceptions``, ``compression``, ``optimizer`` (``DistributedOptimizer``),
 ``broadcast`` (parameters, optimizer state), ``objects`` (objects without
 pickle), ``sync_batch_norm``. ``hvd.elastic`` is the elastic-training
 submodule, imported on first use. Differences from Horovod are listed in
@@ -23,12 +23,16 @@ from stratagem.horovod.basics import (
 )
 from stratagem.horovod.broadcast import broadcast_optimizer_state, broadcast_parameters
 from stratagem.horovod.compression import Compression, Compressor
+from stratagem.horovod.exceptions import HorovodInternalError, HostsUpdatedInterrupt
+from stratagem.horovod.grouped import (
+    grouped_allgather, grouped_allgather_async, grouped_allreduce, grouped_allreduce_, grouped_allreduce_async,
+    grouped_allreduce_async_, grouped_reducescatter, grouped_reducescatter_async, sparse_allreduce_async,
+)
 from stratagem.horovod.objects import allgather_object, broadcast_object
 from stratagem.horovod.ops import (
     Adasum, Average, Max, Min, Product, ReduceOp, Sum, allgather, allgather_async, allreduce, allreduce_,
     allreduce_async, allreduce_async_, alltoall, alltoall_async, barrier, broadcast, broadcast_, broadcast_async,
-    broadcast_async_, grouped_allreduce, grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_, join,
-    poll, reducescatter, reducescatter_async, synchronize,
+    broadcast_async_, join, poll, reducescatter, reducescatter_async, synchronize,
 )
 from stratagem.horovod.optimizer import DistributedOptimizer
 from stratagem.horovod.sync_batch_norm import SyncBatchNorm
@@ -41,6 +45,8 @@ __all__ = [
     "ReduceOp", "Average", "Sum", "Adasum", "Min", "Max", "Product",
     "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
     "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async", "grouped_allreduce_async_",
+    "grouped_allgather", "grouped_allgather_async", "grouped_reducescatter", "grouped_reducescatter_async",
+    "sparse_allreduce_async", "HorovodInternalError", "HostsUpdatedInterrupt",
     "allgather", "allgather_async", "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
     "alltoall", "alltoall_async", "reducescatter", "reducescatter_async", "join", "barrier", "poll", "synchronize",
     "Compression", "Compressor", "DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state",

@@ -161,9 +161,9 @@ def shutdown() -> None:
     for process_set in list(_process_sets.values()):
         process_set.group, process_set.process_set_id = None, None
     _process_sets.clear()
-    from stratagem.horovod import ops  # here, not at the top: ops imports this module
+    from stratagem.horovod import _handles  # here, not at the top: _handles imports this module
 
-    ops._pending.clear()  # handles of the group being left would wait on its dead work after a re-init
+    _handles.clear()  # handles of the group being left would wait on its dead work after a re-init
     if layout is not None and layout.owns_group and dist.is_initialized():
         collectives.leave_process_group()
 

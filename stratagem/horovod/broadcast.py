@@ -24,16 +24,22 @@ def broadcast_parameters(params: Mapping[str, torch.Tensor] | Iterable[Any], roo
         root_rank: The global rank whose values win.
         process_set: Limit the broadcast to a registered ``ProcessSet``.
 
+    Raises:
+        TypeError: If ``params`` is not one of those.
+
     Example:
         >>> hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # doctest: +SKIP
     """
+    if isinstance(params, torch.Tensor) or not isinstance(params, Iterable):
+        raise TypeError("broadcast_parameters takes model.state_dict(), model.named_parameters() or "
+                        f"model.parameters(). Received: type={type(params).__name__}")
     if isinstance(params, Mapping):
         # Sorted by name: every rank must issue the broadcasts in the same order.
         tensors = [tensor for _, tensor in sorted(params.items())]
     else:
         tensors = [item[1] if isinstance(item, tuple) else item for item in params]
     if not all(isinstance(t, torch.Tensor) for t in tensors):
-        raise ValueError("broadcast_parameters takes a state_dict, named_parameters() or parameters(). Received "
+        raise TypeError("broadcast_parameters takes a state_dict, named_parameters() or parameters(). Received "
                          f"items of types {sorted({type(t).__name__ for t in tensors})}")
     with torch.no_grad():
         buffers = [t if t.is_contiguous() else t.contiguous() for t in tensors]
@@ -49,15 +55,27 @@ def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int,
     """Gives every process ``root_rank``'s optimizer state: hyperparameters and per-parameter slots.
 
     Works before the first step too (empty state): the other ranks then start
-    empty as well. Each rank's optimizer must be built over the same
-    parameters in the same order.
+    empty as well, and, as Horovod's initialisation does, every trainable
+    parameter without a gradient gets a zero one (a ``DistributedOptimizer``
+    then all-reduces it on every rank alike). Unlike Horovod, no optimizer
+    step is taken to create the state, so parameters are not touched. Each
+    rank's optimizer must be built over the same parameters in the same order.
 
     Raises:
+        TypeError: If ``optimizer`` is not a torch optimizer (or ``DistributedOptimizer``).
         ValueError: If this rank's optimizer has other parameter groups than root's.
 
     Example:
         >>> hvd.broadcast_optimizer_state(optimizer, root_rank=0)  # doctest: +SKIP
     """
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError("broadcast_optimizer_state takes the torch optimizer (or hvd.DistributedOptimizer) whose "
+                        f"state to share. Received: type={type(optimizer).__name__}")
+    if not optimizer.state_dict()["state"]:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.requires_grad and p.grad is None:
+                    p.grad = torch.zeros_like(p)
     state = broadcast_object(optimizer.state_dict() if basics.rank() == root_rank else None, root_rank,
                              process_set=process_set)
     if basics.rank() != root_rank:

@@ -47,19 +47,26 @@ class ElasticSampler(torch.utils.data.Sampler[int]):
         self.epoch = 0
         self.processed_indices: set[int] = set()
         self.reset()
+        self._iterated = list(self.indices)  # the shard record_batch counts in: the last iteration's
 
     def set_epoch(self, epoch: int) -> None:
         """Starts ``epoch``: nothing processed yet."""
         self.epoch = epoch
         self.processed_indices = set()
         self.reset()
+        self._iterated = list(self.indices)
 
     def record_batch(self, batch_idx: int, batch_size: int) -> None:
-        """Marks this rank's ``batch_idx``-th batch of the current shard as processed."""
-        self.record_indices(self.indices[batch_idx * batch_size:(batch_idx + 1) * batch_size])
+        """Marks this rank's ``batch_idx``-th batch of its last iteration as processed (as Horovod counts)."""
+        self.record_indices(self._iterated[batch_idx * batch_size:(batch_idx + 1) * batch_size])
 
     def record_indices(self, indices: list[int]) -> None:
         self.processed_indices.update(int(i) for i in indices)
+
+    @property
+    def processed_num(self) -> int:
+        """How many examples of the epoch are recorded as processed: this rank's, or every rank's after a sync."""
+        return len(self.processed_indices)
 
     def state_dict(self) -> dict[str, Any]:
         return {"epoch": self.epoch, "processed_indices": sorted(self.processed_indices)}
@@ -84,7 +91,10 @@ class ElasticSampler(torch.utils.data.Sampler[int]):
         self.indices = padded[replica::num_replicas]
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self.indices)
+        # NOTE: a restore or sync reshards self.indices; batches of an iteration already under way
+        # keep the indices they were drawn from, so record_batch counts the examples really seen.
+        self._iterated = list(self.indices)
+        return iter(self._iterated)
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -150,7 +160,11 @@ class TorchState:
             getattr(self, name).load_state_dict(sampler_state)
 
     def sync(self) -> None:
-        """Makes every rank's state rank 0's; samplers take the union of every rank's processed indices."""
+        """Makes every rank's state rank 0's; samplers take the union of every rank's processed indices.
+
+        The synced state is also saved, so a later ``restore()`` brings back the
+        same state on every rank (not each rank's own values from before the sync).
+        """
         if self.model is not None:
             broadcast_parameters(self.model.state_dict(), root_rank=0)
         if self.optimizer is not None:
@@ -165,6 +179,7 @@ class TorchState:
                 processed = allgather_object(sorted(sampler.processed_indices))
                 sampler.processed_indices = {int(i) for part in processed for i in part}
                 sampler.reset()
+        self.save()
 
 
 def run(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from stratagem.horovod import ops
+from stratagem.horovod import grouped, ops
 from stratagem.horovod.basics import ProcessSet, global_process_set
 from stratagem.horovod.compression import Compression, Compressor
 
@@ -50,9 +50,13 @@ class DistributedOptimizer(torch.optim.Optimizer):
             ``NotImplementedError``.
         gradient_predivide_factor: With ``op=Average``, gradients are divided
             by this before the sum and by ``size / factor`` after (Horovod's split).
-        process_set: Average over a registered ``ProcessSet`` only.
+        process_set: Average over a registered ``ProcessSet`` only; on a rank
+            outside it, ``step()`` is the wrapped optimizer's local step (as Horovod).
+        sparse_as_dense: Send sparse gradients (``nn.Embedding(sparse=True)``)
+            as dense ones; by default they go through ``sparse_allreduce_async``.
 
     Raises:
+        TypeError: If ``optimizer`` is not a ``torch.optim.Optimizer``.
         ValueError: If ``named_parameters`` is malformed, misses a parameter of
             the optimizer, or repeats a name; for a non-positive
             ``backward_passes_per_step``; for a predivide factor with ``op`` other than ``Average``.
@@ -67,10 +71,14 @@ class DistributedOptimizer(torch.optim.Optimizer):
                  named_parameters: Iterable[tuple[str, torch.nn.Parameter]] | None = None,
                  compression: type[Compressor] = Compression.none, backward_passes_per_step: int = 1,
                  op: ops.ReduceOp | str = ops.Average, gradient_predivide_factor: float = 1.0,
-                 process_set: ProcessSet = global_process_set) -> None:
+                 process_set: ProcessSet = global_process_set, sparse_as_dense: bool = False) -> None:
         # NOTE: no super().__init__: the wrapped optimizer owns param_groups, state and hooks.
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError("DistributedOptimizer wraps a torch.optim.Optimizer, e.g. "
+                            "hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.01)). "
+                            f"Received: optimizer of type {type(optimizer).__name__}")
         self._optimizer = optimizer
-        self._op = ops._resolve_op(None, op)
+        self._op = ops.resolve_op(None, op)
         if backward_passes_per_step < 1:
             raise ValueError(f"backward_passes_per_step must be at least 1. "
                              f"Received: backward_passes_per_step={backward_passes_per_step}")
@@ -81,15 +89,19 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._backward_passes_per_step = backward_passes_per_step
         self._predivide = gradient_predivide_factor
         self._process_set = process_set
+        self._sparse_as_dense = sparse_as_dense
+        # A rank outside the process set steps on its own gradients (Horovod): no hooks, no all-reduce.
+        self._local = not process_set.included()
         self._names = _parameter_names(optimizer, named_parameters)
         self._order: list[torch.Tensor] = []  # the order every rank launches all-reduces in
         self._delay: dict[torch.Tensor, int] = {}
-        self._handles: dict[torch.Tensor, tuple[int, Any, torch.Tensor]] = {}
+        self._handles: dict[torch.Tensor, tuple[Any, Any]] = {}  # (handle or sparse result function, context)
         self._next = 0  # index into _order of the next gradient to launch
         self._hooks: list[Any] = []
         self._should_synchronize = True
         self._synchronized = False
-        self._watch(p for group in optimizer.param_groups for p in group["params"])
+        if not self._local:
+            self._watch(p for group in optimizer.param_groups for p in group["params"])
 
     # The wrapped optimizer's state, seen and set through this object (load_state_dict replaces its containers).
     @property
@@ -150,22 +162,30 @@ class DistributedOptimizer(torch.optim.Optimizer):
     def _launch(self, p: torch.Tensor) -> None:
         if p.grad is None:  # unused on this rank, maybe used on another: every rank must send something
             p.grad = torch.zeros_like(p)
+        if p.grad.is_sparse and self._sparse_as_dense:
+            p.grad = p.grad.to_dense()
+        self._next += 1
+        if p.grad.is_sparse:  # Horovod's sparse path: all-gather indices and values
+            self._handles[p] = (grouped.sparse_allreduce_async(p.grad, None, self._op, self._process_set), None)
+            return
         compressed, context = self._compression.compress(p.grad)
         prescale, postscale = (1.0 / self._predivide, self._predivide) if self._op is ops.Average else (1.0, 1.0)
         handle = ops.allreduce_async_(compressed, op=self._op, prescale_factor=prescale, postscale_factor=postscale,
                                       process_set=self._process_set)
-        self._handles[p] = (handle, context, compressed)
-        self._next += 1
+        self._handles[p] = (handle, context)
 
     def synchronize(self) -> None:
         """Waits for every gradient's all-reduce (starting those not yet started) and writes the results to ``.grad``."""
         while self._next < len(self._order):
             self._launch(self._order[self._next])
         for p in self._order:
-            handle, context, compressed = self._handles.pop(p)
-            reduced = self._compression.decompress(ops.synchronize(handle), context)
-            if reduced is not p.grad:
-                p.grad.copy_(reduced)  # type: ignore[union-attr]
+            handle, context = self._handles.pop(p)
+            if callable(handle):  # a sparse gradient: the result replaces it
+                p.grad = handle()
+            else:
+                reduced = self._compression.decompress(ops.synchronize(handle), context)
+                if reduced is not p.grad:
+                    p.grad.copy_(reduced)  # type: ignore[union-attr]
             self._delay[p] = self._backward_passes_per_step
         self._next = 0
         self._synchronized = True
@@ -209,7 +229,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Adds a parameter group to the wrapped optimizer and all-reduces its gradients too."""
         self._optimizer.add_param_group(param_group)
-        self._watch(self._optimizer.param_groups[-1]["params"])
+        if not self._local:
+            self._watch(self._optimizer.param_groups[-1]["params"])
 
     def state_dict(self) -> dict[str, Any]:
         return self._optimizer.state_dict()

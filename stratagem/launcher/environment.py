@@ -7,6 +7,10 @@ Variables a worker reads, and who sets them:
 - ``WORLD_SIZE``: number of processes in the group. Launcher.
 - ``LOCAL_RANK`` / ``LOCAL_WORLD_SIZE``: index and count of the processes on
   this host; picks the GPU. Launcher.
+- ``HOROVOD_RANK`` / ``HOROVOD_SIZE`` / ``HOROVOD_LOCAL_RANK`` / ``HOROVOD_LOCAL_SIZE`` /
+  ``HOROVOD_CROSS_RANK`` / ``HOROVOD_CROSS_SIZE``: the same layout under the names
+  ``horovodrun`` exports, for Horovod scripts and tests that read them (cross:
+  the host's index and the host count, ranks numbered host by host). Launcher.
 - ``MASTER_ADDR`` / ``MASTER_PORT``: where rank 0 serves the rendezvous.
   Launcher: ``127.0.0.1`` and a free port unless ``--master-addr`` /
   ``--master-port`` name others.
@@ -70,7 +74,14 @@ def worker_env(
         "LOCAL_WORLD_SIZE": str(local_world_size),
         "MASTER_ADDR": master_addr,
         "MASTER_PORT": str(master_port),
-    }
+    } | _horovod_env(rank, world_size, local_rank, local_world_size)
+
+
+def _horovod_env(rank: int, world_size: int, local_rank: int, local_world_size: int) -> dict[str, str]:
+    # horovodrun's names for the same layout; hosts run local_world_size ranks each, numbered host by host.
+    return {"HOROVOD_RANK": str(rank), "HOROVOD_SIZE": str(world_size), "HOROVOD_LOCAL_RANK": str(local_rank),
+            "HOROVOD_LOCAL_SIZE": str(local_world_size), "HOROVOD_CROSS_RANK": str(rank // local_world_size),
+            "HOROVOD_CROSS_SIZE": str(max(1, world_size // local_world_size))}
 
 
 def threads_per_process(local_world_size: int) -> int:

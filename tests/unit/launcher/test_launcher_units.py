@@ -44,7 +44,9 @@ def test_worker_env_names_every_variable_of_the_contract() -> None:
                      master_port=2345, timeout_s=7.5)
     assert env == {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
                    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "2345", "STRATAGEM_LAUNCHED": "1",
-                   "PYTHONUNBUFFERED": "1", "STRATAGEM_TIMEOUT_S": "7.5"}
+                   "PYTHONUNBUFFERED": "1", "STRATAGEM_TIMEOUT_S": "7.5",
+                   "HOROVOD_RANK": "3", "HOROVOD_SIZE": "4", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_LOCAL_SIZE": "2",
+                   "HOROVOD_CROSS_RANK": "1", "HOROVOD_CROSS_SIZE": "2"}
 
 
 def test_local_tf_configs_name_the_same_job_as_the_torch_variables() -> None:

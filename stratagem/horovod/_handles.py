@@ -1,0 +1,98 @@
+"""The integer handles of Horovod's ``_async`` operations: ``poll`` and ``synchronize``.
+
+An ``_async`` operation starts its torch collective(s) and registers the
+``Work`` objects with a ``finish`` function that turns the buffers into the
+result once they are done. A handle is complete when every one of its works
+is, so ``poll`` answers False while data is still moving.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from stratagem.distribute import collectives as torch_collectives
+from stratagem.horovod import basics
+from stratagem.horovod.exceptions import HorovodInternalError
+
+__all__ = ["poll", "synchronize"]
+
+
+@dataclasses.dataclass
+class _Pending:
+    operation: str
+    name: str | None
+    works: Sequence[Any]  # torch Work objects of the collectives started; empty when nothing had to be sent
+    finish: Callable[[], Any]  # turns the collective's buffers into the result, after the waits
+
+
+# NOTE: Horovod hands out integer handles; they index this per-process table until synchronize.
+_pending: dict[int, _Pending] = {}
+_handle_ids = itertools.count(1)
+
+
+def check_name(operation: str, name: str | None) -> None:
+    """Refuses a name that an operation still in flight carries (Horovod's duplicate-name error).
+
+    Called before anything is sent, on every rank alike, so no peer waits.
+    """
+    if name is not None and any(p.name == name for p in _pending.values()):
+        raise ValueError(
+            f"{operation}: an operation named {name!r} is still in flight. Horovod requires the names of "
+            "concurrent operations to be unique: synchronize the first one, or pass another name. "
+            f"Received: name={name!r}")
+
+
+def register(operation: str, works: Sequence[Any], finish: Callable[[], Any], name: str | None = None) -> int:
+    handle = next(_handle_ids)
+    _pending[handle] = _Pending(operation, name, [w for w in works if w is not None], finish)
+    return handle
+
+
+def poll(handle: int) -> bool:
+    """Whether the operation behind ``handle`` has finished, so ``synchronize`` would not wait."""
+    return all(work.is_completed() for work in _lookup(handle).works)
+
+
+def synchronize(handle: int) -> Any:
+    """Waits for the operation behind ``handle`` (within the job's timeout) and returns its result.
+
+    Raises:
+        CollectiveTimeoutError: If a peer did not take part within the timeout.
+        HorovodInternalError: If the collective failed (a peer closed its connection, say).
+    """
+    pending = _lookup(handle)
+    del _pending[handle]
+    if pending.works:
+        timeout_s = basics.timeout_s()
+        with _internal_errors(), torch_collectives.collective_errors(pending.operation, timeout_s=timeout_s):
+            for work in pending.works:
+                work.wait(datetime.timedelta(seconds=timeout_s))
+    return pending.finish()
+
+
+class _internal_errors:
+    """Re-raises a failed collective's ``RuntimeError`` as ``HorovodInternalError``, as Horovod's synchronize does."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, traceback: Any) -> bool:
+        if error is not None and type(error) is RuntimeError:
+            raise HorovodInternalError(str(error)) from error
+        return False
+
+
+def clear() -> None:
+    """Forgets every pending handle (their group is being left)."""
+    _pending.clear()
+
+
+def _lookup(handle: int) -> _Pending:
+    if handle not in _pending:
+        raise ValueError(f"Handle {handle!r} is unknown: it was synchronized already or never returned by an "
+                         "_async operation. Keep each handle and synchronize it once.")
+    return _pending[handle]

@@ -1,0 +1,165 @@
+"""Checks each collective against the other ranks before its data moves, and lets joined ranks stand in.
+
+Horovod's coordinator compares every operation across ranks (type, dtype,
+shape, root, reduction) before any data moves, so a mismatch is an error on
+every rank. torch.distributed has no coordinator: gloo, handed buffers of
+different sizes, aborts the process. So before each data collective the ranks
+all-gather a fixed-size record of their call (one int64 tensor of 24
+entries) and all raise ``HorovodInternalError`` if the records disagree;
+nothing is sent. The same record carries ``hvd.join``: a rank inside
+``join`` answers each record with JOIN, takes part in the others'
+all-reduces with zeros, and leaves when every rank has joined.
+
+What goes on the wire is decided here too: gloo has no 16-bit integers, so
+those travel widened (exact) and are cast back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+import torch
+import torch.distributed as dist
+
+from stratagem.distribute import collectives as torch_collectives
+from stratagem.horovod import basics
+from stratagem.horovod.exceptions import HorovodInternalError
+
+_RECORD_LENGTH = 24
+_MAX_NDIM = 16
+
+
+class Kind(enum.IntEnum):
+    """The collective a record describes."""
+
+    ALLREDUCE = 1
+    ALLGATHER = 2
+    BROADCAST = 3
+    ALLTOALL = 4
+    REDUCESCATTER = 5
+    BARRIER = 6
+    JOIN = 7
+
+
+# Index in this list is a dtype's code in the record; append only.
+_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+           torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128, torch.uint16,
+           torch.uint32, torch.uint64]
+# gloo lacks these; each travels as a wider type that holds every value exactly.
+_WIDER = {torch.int16: torch.int32, torch.uint16: torch.int32, torch.uint32: torch.int64}
+WIRE_OPS = [dist.ReduceOp.SUM, dist.ReduceOp.MIN, dist.ReduceOp.MAX, dist.ReduceOp.PRODUCT]
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """One rank's description of the collective it is about to run."""
+
+    kind: Kind
+    dtype: torch.dtype | None = None
+    shape: tuple[int, ...] = ()
+    root: int = -1  # broadcast's root rank
+    op: int = -1  # the Horovod reduction (index of ops.ReduceOp), compared across ranks
+    wire_op: int = 0  # index in WIRE_OPS of the torch reduction that runs
+    first_join: bool = False  # a JOIN record of a rank's first round inside join()
+
+
+def wire_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a tensor of ``dtype`` travels as (itself, unless gloo lacks it)."""
+    if dtype is torch.uint64:
+        raise TypeError("stratagem.horovod cannot send uint64 tensors: gloo has no 64-bit unsigned type and no "
+                        "wider one holds every value. Cast to torch.int64 first. Received: dtype=torch.uint64")
+    return _WIDER.get(dtype, dtype)
+
+
+def negotiate(call: Call, group: dist.ProcessGroup | None, members: int) -> list[Call]:
+    """All-gathers every member's ``call`` and checks that they agree; returns the calls in member order.
+
+    Raises:
+        HorovodInternalError: On every member, if the calls disagree, or if a
+            rank has joined and ``call`` is not an all-reduce (Horovod refuses those too).
+    """
+    calls = _exchange(call, group, members)
+    active = [(index, c) for index, c in enumerate(calls) if c.kind is not Kind.JOIN]
+    problem = disagreement(active)
+    if problem is None and len(active) < members and call.kind is not Kind.ALLREDUCE:
+        joined = [index for index, c in enumerate(calls) if c.kind is Kind.JOIN]
+        problem = (f"{call.kind.name.lower()} is not supported while ranks have called hvd.join() (as in "
+                   f"Horovod): only all-reduces continue with zeros from joined ranks. Received: joined ranks={joined}")
+    if problem is not None:
+        raise HorovodInternalError(f"[rank {basics.rank()}] {problem}")
+    return calls
+
+
+def disagreement(calls: list[tuple[int, Call]]) -> str | None:
+    """What differs between the ranks' calls (as ``(rank, call)``), or ``None`` if they may run together."""
+    if not calls:
+        return None
+    kind = calls[0][1].kind
+
+    def differs(field: str, values: dict[int, object]) -> str | None:
+        if len(set(values.values())) <= 1:
+            return None
+        return (f"Mismatched {kind.name.lower()}: the ranks passed different {field}, so nothing was sent. "
+                f"Every rank must call the same collective on tensors of the same dtype and shape. "
+                f"Received: {field} by rank={values}")
+
+    checks = [("operations", {r: c.kind.name.lower() for r, c in calls})]
+    if len({c.kind for _, c in calls}) == 1:
+        checks.append(("dtypes", {r: str(c.dtype) for r, c in calls}))
+        if kind in (Kind.ALLGATHER, Kind.ALLTOALL):  # axis 0 may differ; the rest may not
+            checks.append(("shapes beyond axis 0", {r: (len(c.shape), c.shape[1:]) for r, c in calls}))
+        else:
+            checks.append(("shapes", {r: c.shape for r, c in calls}))
+        checks += [("root ranks", {r: c.root for r, c in calls}), ("reductions", {r: c.op for r, c in calls})]
+    return next((problem for field, values in checks if (problem := differs(field, values))), None)
+
+
+def join() -> int:
+    """Horovod's ``join`` on the world: stand in for the other ranks' all-reduces until all have joined.
+
+    Returns:
+        The rank that joined last (the highest of those that joined in the final round).
+    """
+    size, first = basics.size(), True
+    while True:
+        calls = _exchange(Call(Kind.JOIN, first_join=first), None, size)
+        first = False
+        active = [(rank, c) for rank, c in enumerate(calls) if c.kind is not Kind.JOIN]
+        if not active:
+            return max((rank for rank, c in enumerate(calls) if c.first_join), default=size - 1)
+        # The running ranks check their calls themselves and raise on a mismatch or a refused kind: nothing moves.
+        if disagreement(active) is None and active[0][1].kind is Kind.ALLREDUCE:
+            _stand_in_allreduce(active[0][1])
+
+
+def _stand_in_allreduce(call: Call) -> None:
+    # A joined rank adds zeros, so the others' sum is theirs alone; Average still divides by the full size.
+    assert call.dtype is not None
+    zeros = torch.zeros(call.shape, dtype=wire_dtype(call.dtype))
+    with torch_collectives.collective_errors("join", timeout_s=basics.timeout_s()):
+        dist.all_reduce(zeros, op=WIRE_OPS[call.wire_op])
+
+
+def _exchange(call: Call, group: dist.ProcessGroup | None, members: int) -> list[Call]:
+    records = [torch.empty(_RECORD_LENGTH, dtype=torch.int64) for _ in range(members)]
+    with torch_collectives.collective_errors(call.kind.name.lower(), timeout_s=basics.timeout_s()):
+        dist.all_gather(records, _encode(call), group=group)
+    return [_decode(record) for record in records]
+
+
+def _encode(call: Call) -> torch.Tensor:
+    if len(call.shape) > _MAX_NDIM:
+        raise ValueError(f"At most {_MAX_NDIM} dimensions are supported. Received: ndim={len(call.shape)}")
+    record = [int(call.kind), _DTYPES.index(call.dtype) if call.dtype is not None else -1, len(call.shape),
+              *call.shape, *([0] * (_MAX_NDIM - len(call.shape))), call.root, call.op, call.wire_op,
+              int(call.first_join)]
+    return torch.tensor(record + [0] * (_RECORD_LENGTH - len(record)), dtype=torch.int64)
+
+
+def _decode(record: torch.Tensor) -> Call:
+    values = record.tolist()
+    ndim = values[2]
+    root, op, wire_op, first_join = values[3 + _MAX_NDIM : 7 + _MAX_NDIM]
+    return Call(Kind(values[0]), _DTYPES[values[1]] if values[1] >= 0 else None, tuple(values[3 : 3 + ndim]),
+                root, op, wire_op, bool(first_join))
