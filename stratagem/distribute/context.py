@@ -1,10 +1,13 @@
-"""What is in force now: the stack of strategies entered with ``scope()``, and the step's global batch.
+"""What is in force now: the strategies entered with ``scope()``, the step's global batch, the replica context.
 
 Nothing else in stratagem keeps mutable module state. The bottom of the stack
 is the default strategy (a ``OneDeviceStrategy`` made on first use). The
 global batch size of the step being run is set by ``fit``'s loop around each
 ``train_step``, from the batch itself, so the loss is divided by every
-replica's examples (``compute_average_loss``, ``Model.compute_loss``).
+replica's examples (``compute_average_loss``, ``Model.compute_loss``). Inside
+``strategy.run`` the code is in that strategy's replica context (TF's words):
+Keras optimizers then sum gradients across replicas, and Keras metrics read there
+give this replica's value (``stratagem.models.keras_internals``).
 """
 
 from __future__ import annotations
@@ -18,24 +21,30 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from stratagem.distribute.strategy import Strategy
+    from stratagem.distribute.values import ReplicaContext
 
 _lock = threading.Lock()
 _global_batch_size: contextvars.ContextVar[int | None] = contextvars.ContextVar("global_batch_size", default=None)
+# The strategy whose run() is calling the code now (TF's replica context), else None (cross-replica context).
+_replica_strategy: contextvars.ContextVar[Strategy | None] = contextvars.ContextVar("replica_strategy", default=None)
 _stack: list[Strategy] = []
 _default: Strategy | None = None
 _distributed: weakref.ref[Strategy] | None = None  # the last strategy made with several replicas
 
 
 def get_strategy() -> Strategy:
-    """Returns the strategy of the innermost ``scope()``, or the default strategy."""
+    """Returns the strategy whose ``run`` is calling, else that of the innermost ``scope()``, else the default."""
+    replica = _replica_strategy.get()
+    if replica is not None:  # as in TF, code inside strategy.run sees that strategy
+        return replica
     if _stack:
         return _stack[-1]
     return _default_strategy()
 
 
 def has_strategy() -> bool:
-    """True inside the ``scope()`` of a strategy other than the default one."""
-    return bool(_stack)
+    """True inside the ``scope()`` (or the ``run``) of a strategy other than the default one."""
+    return bool(_stack) or _replica_strategy.get() is not None
 
 
 def push(strategy: Strategy) -> None:
@@ -98,3 +107,39 @@ def global_batch(size: int) -> Iterator[None]:
 def global_batch_size() -> int | None:
     """The global batch size of the step being run by ``fit``, or None outside one."""
     return _global_batch_size.get()
+
+
+@contextlib.contextmanager
+def replica_context(strategy: Strategy) -> Iterator[None]:
+    """Within this block, code runs for one replica of ``strategy`` (inside ``strategy.run``)."""
+    token = _replica_strategy.set(strategy)
+    try:
+        yield
+    finally:
+        _replica_strategy.reset(token)
+
+
+def replica_strategy() -> Strategy | None:
+    """The strategy whose ``run`` is calling the current code, or None outside ``run`` (cross-replica context)."""
+    return _replica_strategy.get()
+
+
+def get_replica_context() -> ReplicaContext | None:
+    """This replica's ``ReplicaContext`` inside ``strategy.run`` (``tf.distribute.get_replica_context``).
+
+    Outside ``run``: None inside a strategy's ``scope()`` (TF's cross-replica context), and the
+    default strategy's context outside every scope, as in TF.
+    """
+    from stratagem.distribute.values import ReplicaContext
+
+    replica = _replica_strategy.get()
+    if replica is not None:
+        return ReplicaContext(replica)
+    if _stack:
+        return None
+    return ReplicaContext(_default_strategy())
+
+
+def in_cross_replica_context() -> bool:
+    """True inside a strategy's ``scope()`` and outside its ``run`` (``tf.distribute.in_cross_replica_context``)."""
+    return bool(_stack) and _replica_strategy.get() is None

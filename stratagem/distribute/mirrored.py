@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
+from typing import Any
 
 import torch
 from typing_extensions import override
@@ -71,6 +73,11 @@ class MirroredStrategy(OneHostStrategy):
             CPU replicas. Default: every visible GPU, else one CPU replica.
         num_replicas: Number of CPU replicas (a shorthand for ``devices``).
         communication_options: ``CommunicationOptions`` (timeout, buckets).
+        cross_device_ops: TF's all-reduce algorithm choice (``NcclAllReduce()``,
+            ``HierarchicalCopyAllReduce()``, ``ReductionToOneDevice()``): accepted, with one
+            warning, and not used: torch.distributed picks the algorithm (NCCL on GPUs, gloo's
+            ring on CPUs; ``CommunicationOptions(implementation=)`` chooses the backend), and
+            every choice sums the same gradients.
 
     Example:
         >>> strategy = MirroredStrategy(num_replicas=2)  # doctest: +SKIP
@@ -85,8 +92,16 @@ class MirroredStrategy(OneHostStrategy):
         *,
         num_replicas: int | None = None,
         communication_options: CommunicationOptions | None = None,
+        cross_device_ops: Any = None,
     ) -> None:
         super().__init__(devices, num_replicas=num_replicas, communication_options=communication_options)
+        if cross_device_ops is not None and self.is_chief:
+            warnings.warn(
+                f"MirroredStrategy(cross_device_ops={type(cross_device_ops).__name__}(...)) is accepted and not "
+                "used: torch.distributed picks the all-reduce algorithm (NCCL on GPUs, gloo's ring on CPUs; "
+                "CommunicationOptions(implementation=) chooses the backend). Gradients are summed the same way.",
+                stacklevel=2,
+            )
 
 
 def _parse_devices(devices: list[str] | None, num_replicas: int | None) -> tuple[list[torch.device], bool]:

@@ -70,7 +70,16 @@ class Strategy(abc.ABC):
 
     @contextlib.contextmanager
     def scope(self) -> Iterator[Strategy]:
-        """Makes this the current strategy: models built inside use it."""
+        """Makes this the current strategy: models built inside use it.
+
+        Keras objects made in the scope of a strategy with several replicas behave as
+        TF's do (``stratagem.models.keras_internals``): trainable variables start from
+        the chief's values, and metrics read outside ``run`` give the value over every replica.
+        """
+        if self._num_replicas > 1:
+            from stratagem.models.keras_internals import install_replica_hooks
+
+            install_replica_hooks()  # nothing unless the program imported Keras
         context.push(self)
         try:
             yield self
@@ -80,12 +89,15 @@ class Strategy(abc.ABC):
     def run(self, fn: Callable[..., T], args: tuple = (), kwargs: dict | None = None) -> T:
         """Calls ``fn(*args, **kwargs)`` once, for this process's replica.
 
-        ``PerReplica`` arguments are unwrapped to this replica's value.
+        ``PerReplica`` arguments are unwrapped to this replica's value. ``fn`` runs in
+        this strategy's replica context: ``get_strategy()`` returns it, and a Keras
+        optimizer's ``apply_gradients`` sums the gradients across replicas, as in TF.
         """
         self._check_can_run()
         args = tuple(a.value if isinstance(a, PerReplica) else a for a in args)
         kwargs = {k: (v.value if isinstance(v, PerReplica) else v) for k, v in (kwargs or {}).items()}
-        return fn(*args, **kwargs)
+        with context.replica_context(self):
+            return fn(*args, **kwargs)
 
     def reduce(self, reduce_op: ReduceOp | str, value: torch.Tensor | PerReplica, axis: int | None = None) -> torch.Tensor:
         """Combines ``value`` across replicas, and along ``axis`` first if given.
@@ -111,6 +123,15 @@ class Strategy(abc.ABC):
             return (packed[:-1] / packed[-1]).reshape(local_sum.shape)
         local = tensor.amax(dim=axis) if op is ReduceOp.MAX else tensor.amin(dim=axis)
         return self._all_reduce(local, op)
+
+    def experimental_local_results(self, value: Any) -> tuple[Any, ...]:
+        """The values of ``value`` held by this process, one per local replica: one, since a replica is a process.
+
+        Example:
+            >>> strategy.experimental_local_results(strategy.run(step, args=(batch,)))  # doctest: +SKIP
+            (tensor(0.3120),)
+        """
+        return (value.value,) if isinstance(value, PerReplica) else (value,)
 
     def gather(self, value: torch.Tensor | PerReplica, axis: int = 0) -> torch.Tensor:
         """Concatenates every replica's ``value`` along ``axis``, in replica order.

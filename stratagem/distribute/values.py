@@ -77,3 +77,37 @@ def unwrap(value: torch.Tensor | PerReplica | float | int) -> torch.Tensor:
     raise TypeError(
         f"Expected a torch.Tensor, a PerReplica or a number. Received: value of type {type(value).__name__}"
     )
+
+
+class ReplicaContext:
+    """What code inside ``strategy.run`` knows about its replica (``tf.distribute.ReplicaContext``).
+
+    ``all_reduce`` is a collective: every replica calls it at the same point.
+    There is no ``merge_call``: a replica is a process, so there is no cross-replica
+    code to merge into.
+
+    Args:
+        strategy: The strategy whose ``run`` is calling.
+    """
+
+    def __init__(self, strategy: Any) -> None:
+        self.strategy = strategy
+
+    @property
+    def num_replicas_in_sync(self) -> int:
+        """Number of replicas that take part in every step."""
+        return int(self.strategy.num_replicas_in_sync)
+
+    @property
+    def replica_id_in_sync_group(self) -> int:
+        """Index of this replica, in ``[0, num_replicas_in_sync)``."""
+        return int(self.strategy.replica_id_in_sync_group)
+
+    def all_reduce(self, reduce_op: ReduceOp | str, value: Any) -> Any:
+        """``reduce_op`` of ``value`` (a tensor or a nested structure of them) over every replica, on every replica."""
+        from stratagem._nest import map_structure
+
+        return map_structure(lambda tensor: self.strategy.reduce(reduce_op, tensor, axis=None), value)
+
+    def __repr__(self) -> str:
+        return f"ReplicaContext(replica {self.replica_id_in_sync_group} of {self.num_replicas_in_sync})"

@@ -26,6 +26,7 @@ import torch
 from stratagem import losses as losses_lib
 from stratagem import metrics as metrics_lib
 from stratagem import optimizers as optimizers_lib
+from stratagem.models.keras_internals import local_result
 from stratagem.models.keras_model import check_torch_backend, imported_keras
 from stratagem.optimizers import schedules as schedules_lib
 
@@ -68,7 +69,8 @@ class KerasMetric(metrics_lib.Metric):
             self.keras_metric.update_state(y_true, y_pred, sample_weight=sample_weight)
 
     def result(self) -> torch.Tensor:
-        return torch.as_tensor(self.keras_metric.result()).detach()
+        # The local result: compile_utils has put the replicas' sums in the variables already.
+        return torch.as_tensor(local_result(self.keras_metric)).detach()
 
     def reset_state(self) -> None:
         self.keras_metric.reset_state()

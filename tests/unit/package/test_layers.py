@@ -23,9 +23,11 @@ _LAYERS: list[tuple[str, ...]] = [
     ("stratagem.estimator",),
     ("stratagem.launcher", "stratagem.testing", "stratagem"),
 ]
-# NOTE: the one upward edge, by design: a script's MirroredStrategy(num_replicas=N) starts
-# the other replicas through this one public launcher call.
-_ALLOWED_UPWARD = {("stratagem.distribute.mirrored", "stratagem.launcher")}
+# NOTE: the upward edges, by design: a script's MirroredStrategy(num_replicas=N) starts
+# the other replicas through this one public launcher call; a strategy with several replicas
+# gives Keras objects made in its scope TF's cross-replica semantics through the one Keras adapter.
+_ALLOWED_UPWARD = {("stratagem.distribute.mirrored", "stratagem.launcher"),
+                   ("stratagem.distribute.strategy", "stratagem.models.keras_internals")}
 
 
 def _layer(module: str) -> int:

@@ -1,0 +1,185 @@
+"""The one module that touches Keras 3's private attributes; each section names the Keras version it was written for.
+
+Everything stratagem needs from Keras beyond its public API goes through here, so a
+Keras upgrade is checked in one file.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+import weakref
+from typing import Any
+
+import torch
+
+# ---------------------------------------------------------------------------------------------------------------
+# Custom training loops across replicas. Written for Keras 3.15.1 (torch backend).
+#
+# TF keeps the variables a strategy's scope creates in sync itself (MirroredVariable, SyncOnReadVariable);
+# Keras 3 on torch has no distribution support at all, so a Keras model, optimizer or metric used in a custom
+# loop under a strategy with several replicas (one process each) would silently train and report per replica.
+# Three hooks give Keras objects TF's semantics, installed once, the first time a strategy with several
+# replicas enters its scope (stratagem.distribute.Strategy.scope) while Keras is imported:
+# - a trainable Keras variable created in that scope starts from the chief's value (TF broadcasts the initial
+#   value of a variable created under MirroredStrategy / MultiWorkerMirroredStrategy);
+# - `optimizer.apply_gradients` inside `strategy.run` sums the gradients over every replica before applying
+#   them (TF's `experimental_aggregate_gradients`), so with `compute_average_loss` N replicas make the update
+#   one replica makes on the global batch; `apply`, which Keras's own train_step calls, is left alone;
+# - a Keras metric created in that scope, read with `result()` outside `strategy.run`, gives its value over
+#   every replica (its variables are sync-on-read sums, as in TF); inside `run` it gives this replica's.
+# NOTE: Keras offers no hook for any of these on the torch backend, so the first two wrap
+# `Variable.__init__` and `BaseOptimizer.apply_gradients` (defined once, in those classes, in 3.15.1), and
+# metrics get their own `result` at creation (`Metric.__init__` wrapped), because every Keras metric class
+# overrides `result`. Objects made outside such a scope are untouched.
+# ---------------------------------------------------------------------------------------------------------------
+
+_install_lock = threading.Lock()
+_installed = False
+# A metric made in a strategy's scope -> that strategy (weakly: a metric does not keep a strategy alive).
+_metric_strategies: weakref.WeakKeyDictionary[Any, weakref.ref[Any]] = weakref.WeakKeyDictionary()
+
+
+def install_replica_hooks() -> None:
+    """Installs the three hooks above if Keras is imported; idempotent and cheap to call again."""
+    global _installed
+    keras = sys.modules.get("keras")
+    if _installed or keras is None or keras.backend.backend() != "torch":
+        return
+    with _install_lock:
+        if _installed:
+            return
+        from keras.src.backend.common.variables import Variable as KerasVariable
+        from keras.src.metrics.metric import Metric
+        from keras.src.optimizers.base_optimizer import BaseOptimizer
+
+        KerasVariable.__init__ = _variable_init(KerasVariable.__init__)  # type: ignore[method-assign]
+        BaseOptimizer.apply_gradients = _apply_gradients(BaseOptimizer.apply_gradients)  # type: ignore[method-assign]
+        Metric.__init__ = _metric_init(Metric.__init__)  # type: ignore[method-assign]
+        _installed = True
+
+
+def _syncing_strategy() -> Any | None:
+    """The strategy in force if it has several replicas that all run this program (not parameter servers)."""
+    from stratagem.distribute import context
+    from stratagem.distribute.capabilities import SchedulesSteps
+
+    if not context.has_strategy():
+        return None
+    strategy = context.get_strategy()
+    if strategy.num_replicas_in_sync == 1 or isinstance(strategy, SchedulesSteps):
+        return None
+    return strategy
+
+
+def _variable_init(init: Any) -> Any:
+    @functools.wraps(init)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        strategy = _syncing_strategy()
+        tensor = getattr(self, "_value", None)  # None while Keras defers the initialization
+        if strategy is None or not self.trainable or not isinstance(tensor, torch.Tensor):
+            return
+        # NOTE: every replica builds the same model in the same order, so these collectives line up; the
+        # chief's value plus zeros is the chief's value, exactly.
+        mine = tensor.detach() if strategy.is_chief else torch.zeros_like(tensor)
+        with torch.no_grad():
+            tensor.copy_(strategy.reduce("sum", mine.to(strategy.device), axis=None).to(tensor.device))
+
+    return wrapper
+
+
+def _apply_gradients(apply_gradients: Any) -> Any:
+    @functools.wraps(apply_gradients)
+    def wrapper(self: Any, grads_and_vars: Any, *args: Any, skip_gradients_aggregation: bool = False,
+                experimental_aggregate_gradients: bool = True, **kwargs: Any) -> Any:
+        from stratagem.distribute import context
+
+        strategy = context.replica_strategy()
+        pairs = list(grads_and_vars)
+        if (strategy is not None and strategy.num_replicas_in_sync > 1 and not skip_gradients_aggregation
+                and experimental_aggregate_gradients):
+            pairs = sum_gradients(strategy, pairs)
+        return apply_gradients(self, pairs, *args, **kwargs)
+
+    return wrapper
+
+
+def sum_gradients(strategy: Any, pairs: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """``(gradient, variable)`` pairs with each gradient summed over every replica, in one all-reduce.
+
+    A None gradient stays None (it must be None on every replica, as in TF).
+    """
+    present = [i for i, (grad, _) in enumerate(pairs) if grad is not None]
+    if not present:
+        return pairs
+    grads = [torch.as_tensor(pairs[i][0]) for i in present]
+    # NOTE: summed before Keras clips them, so clipnorm/global_clipnorm see the global batch's gradient
+    # (as tf.keras 2 did); Keras 3 on TF sums after clipping, which makes N replicas differ from one.
+    flat = torch.cat([g.detach().reshape(-1).to(torch.float32) for g in grads]).to(strategy.device)
+    summed = strategy.reduce("sum", flat, axis=None)
+    out = list(pairs)
+    offset = 0
+    for i, grad in zip(present, grads):
+        part = summed[offset : offset + grad.numel()].reshape(grad.shape).to(dtype=grad.dtype, device=grad.device)
+        out[i] = (part, pairs[i][1])
+        offset += grad.numel()
+    return out
+
+
+def _metric_init(init: Any) -> Any:
+    @functools.wraps(init)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        strategy = _syncing_strategy()
+        if strategy is None:
+            return
+        _metric_strategies[self] = weakref.ref(strategy)
+        # NOTE: an instance attribute, not a class patch: each Keras metric class defines its own result.
+        object.__setattr__(self, "result", functools.partial(_metric_result, self))
+
+    return wrapper
+
+
+def local_result(metric: Any) -> Any:
+    """``metric.result()`` from this replica's own variables, whatever scope made the metric."""
+    return type(metric).result(metric)
+
+
+def _metric_result(metric: Any) -> Any:
+    from stratagem.distribute import context
+
+    ref = _metric_strategies.get(metric)
+    strategy = ref() if ref is not None else None
+    if strategy is None or context.replica_strategy() is not None:
+        return local_result(metric)  # inside strategy.run: this replica's value, as TF's replica context reads
+    return global_result(metric, strategy)
+
+
+def global_result(metric: Any, strategy: Any) -> Any:
+    """``metric.result()`` over every replica: its variables combined by their aggregation, in one all-reduce.
+
+    A collective: every replica must read the metric at the same point, as TF's sync-on-read
+    variables are read. The metric's own variables are left as they are.
+    """
+    import keras
+
+    variables = list(metric.variables)
+    if not variables:
+        return local_result(metric)
+    flat = torch.cat([torch.as_tensor(v.value).detach().reshape(-1).to(torch.float64) for v in variables])
+    summed = strategy.reduce("sum", flat.to(strategy.device), axis=None).cpu()
+    mapping, offset = [], 0
+    for variable in variables:
+        value = torch.as_tensor(variable.value)
+        part = summed[offset : offset + value.numel()].reshape(value.shape)
+        offset += value.numel()
+        if variable.aggregation == "mean":
+            part = part / strategy.num_replicas_in_sync
+        elif variable.aggregation not in ("sum", "mean"):  # "none", "only_first_replica": TF reads the local one
+            part = value.detach().to(torch.float64).cpu()
+        mapping.append((variable, part.to(dtype=value.dtype, device=value.device)))
+    # Keras reads the mapped values in place of the variables' own inside a StatelessScope (public API).
+    with keras.StatelessScope(state_mapping=mapping):
+        return local_result(metric)

@@ -1,0 +1,177 @@
+"""``tf.distribute``: TensorFlow's names for stratagem's strategies, and clear refusals for TPUs.
+
+The strategies, ``ReduceOp``, ``InputContext``, the cluster resolvers and ``ClusterCoordinator``
+are stratagem.distribute's own (one process per replica; see the README). This module adds
+only TF's spellings: the ``experimental``, ``cluster_resolver`` and ``coordinator``
+namespaces, the cross-device-ops names ``MirroredStrategy(cross_device_ops=)`` accepts, the
+older ``experimental.CollectiveCommunication`` and ``experimental.MultiWorkerMirroredStrategy
+(communication=)``, and ``TPUStrategy`` / ``TPUClusterResolver``, which raise because
+stratagem runs on torch's devices (CPU, CUDA), not TPUs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+from typing import Any
+
+from stratagem.distribute import (
+    CentralStorageStrategy,
+    ClusterResolver,
+    CommunicationImplementation,
+    CommunicationOptions,
+    DistributedDataset,
+    FixedShardsPartitioner,
+    InputContext,
+    InputOptions,
+    MaxSizePartitioner,
+    MinSizePartitioner,
+    MirroredStrategy,
+    MultiWorkerMirroredStrategy,
+    OneDeviceStrategy,
+    PerReplica,
+    ReduceOp,
+    SimpleClusterResolver,
+    SlurmClusterResolver,
+    Strategy,
+    TFConfigClusterResolver,
+    get_strategy,
+    has_strategy,
+)
+from stratagem.distribute.context import get_replica_context, in_cross_replica_context
+from stratagem.distribute.values import ReplicaContext
+from stratagem.errors import ConfigurationError
+from stratagem.tf._refusal import missing_name
+
+# TF's older name for the collective implementation (tf.distribute.experimental.CollectiveCommunication).
+CollectiveCommunication = CommunicationImplementation
+
+# Parameter-server pieces need grpcio (the "ps" extra): imported on first use, as stratagem.distribute does.
+_LAZY = {"ParameterServerStrategy": "stratagem.distribute.parameter_server",
+         "ClusterCoordinator": "stratagem.distribute.coordinator",
+         "RemoteValue": "stratagem.distribute.coordinator",
+         "PerWorkerValues": "stratagem.distribute.coordinator"}
+
+
+def _refuse_tpu(name: str) -> ConfigurationError:
+    # A ValueError, as TF's TPUClusterResolver raises on a machine without TPUs: scripts that catch it
+    # and fall back to another strategy keep working.
+    return ConfigurationError(
+        f"TPUs are not supported: stratagem runs on PyTorch's CPU and CUDA devices, and torch has no TPU backend "
+        f"here. Use tf.distribute.MirroredStrategy() (every GPU of this host, or CPU replicas) or "
+        f"MultiWorkerMirroredStrategy() (several hosts) instead. Received: {name}"
+    )
+
+
+class TPUStrategy:
+    """Refused: TPUs are not supported (stratagem runs on torch's CPU and CUDA devices)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise _refuse_tpu("tf.distribute.TPUStrategy(...)")
+
+
+class TPUClusterResolver:
+    """Refused: TPUs are not supported (stratagem runs on torch's CPU and CUDA devices)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise _refuse_tpu("tf.distribute.cluster_resolver.TPUClusterResolver(...)")
+
+
+class CrossDeviceOps:
+    """TF's choice of all-reduce algorithm for ``MirroredStrategy(cross_device_ops=)``: accepted, not used.
+
+    torch.distributed picks the algorithm (NCCL on GPUs, gloo's ring on CPUs); every
+    choice sums the same gradients, so results do not depend on it.
+    """
+
+    def __init__(self, **config: Any) -> None:
+        self.config = config
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.config.items())})"
+
+
+class NcclAllReduce(CrossDeviceOps):
+    """``tf.distribute.NcclAllReduce``: accepted by ``MirroredStrategy``; torch picks the algorithm."""
+
+    def __init__(self, num_packs: int = 1) -> None:
+        super().__init__(num_packs=num_packs)
+
+
+class HierarchicalCopyAllReduce(CrossDeviceOps):
+    """``tf.distribute.HierarchicalCopyAllReduce``: accepted by ``MirroredStrategy``; torch picks the algorithm."""
+
+    def __init__(self, num_packs: int = 1) -> None:
+        super().__init__(num_packs=num_packs)
+
+
+class ReductionToOneDevice(CrossDeviceOps):
+    """``tf.distribute.ReductionToOneDevice``: accepted by ``MirroredStrategy``; torch picks the algorithm."""
+
+    def __init__(self, reduce_to_device: str | None = None, accumulation_fn: Any = None) -> None:
+        super().__init__(reduce_to_device=reduce_to_device, accumulation_fn=accumulation_fn)
+
+
+def _experimental_multi_worker(communication: CommunicationImplementation | str = CommunicationImplementation.AUTO,
+                               cluster_resolver: ClusterResolver | None = None,
+                               communication_options: CommunicationOptions | None = None) -> MultiWorkerMirroredStrategy:
+    """``tf.distribute.experimental.MultiWorkerMirroredStrategy(communication=)``: TF 2.3's spelling."""
+    if communication_options is None:
+        communication_options = CommunicationOptions(implementation=communication)
+    return MultiWorkerMirroredStrategy(cluster_resolver=cluster_resolver, communication_options=communication_options)
+
+
+class _Namespace(types.ModuleType):
+    """A TF sub-namespace (``tf.distribute.experimental``): its names, lazily imported ones, and refusals."""
+
+    def __init__(self, name: str, names: dict[str, Any], lazy: dict[str, str] | None = None) -> None:
+        super().__init__(name)
+        self.__dict__.update(names)
+        self._lazy = dict(lazy or {})
+
+    def __getattr__(self, name: str) -> Any:
+        lazy = self.__dict__.get("_lazy", {})
+        if name in lazy:
+            return getattr(importlib.import_module(lazy[name]), name)
+        raise missing_name(self.__name__, name)
+
+    def __dir__(self) -> list[str]:
+        return sorted(n for n in self.__dict__ if not n.startswith("_")) + sorted(self.__dict__.get("_lazy", {}))
+
+
+cluster_resolver = _Namespace("tf.distribute.cluster_resolver", {
+    "ClusterResolver": ClusterResolver, "SimpleClusterResolver": SimpleClusterResolver,
+    "TFConfigClusterResolver": TFConfigClusterResolver, "SlurmClusterResolver": SlurmClusterResolver,
+    "TPUClusterResolver": TPUClusterResolver,
+})
+
+coordinator = _Namespace("tf.distribute.coordinator", {}, lazy={
+    "ClusterCoordinator": "stratagem.distribute.coordinator", "RemoteValue": "stratagem.distribute.coordinator",
+    "PerWorkerValues": "stratagem.distribute.coordinator",
+})
+
+experimental = _Namespace("tf.distribute.experimental", {
+    "CommunicationOptions": CommunicationOptions, "CommunicationImplementation": CommunicationImplementation,
+    "CollectiveCommunication": CollectiveCommunication, "CentralStorageStrategy": CentralStorageStrategy,
+    "MultiWorkerMirroredStrategy": _experimental_multi_worker, "TPUStrategy": TPUStrategy,
+    "coordinator": coordinator,
+    "partitioners": _Namespace("tf.distribute.experimental.partitioners", {
+        "FixedShardsPartitioner": FixedShardsPartitioner, "MaxSizePartitioner": MaxSizePartitioner,
+        "MinSizePartitioner": MinSizePartitioner}),
+}, lazy={"ParameterServerStrategy": "stratagem.distribute.parameter_server"})
+
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise missing_name("tf.distribute", name)
+
+
+__all__ = [
+    "CentralStorageStrategy", "CollectiveCommunication", "CrossDeviceOps", "DistributedDataset",
+    "HierarchicalCopyAllReduce", "InputContext", "InputOptions", "MirroredStrategy", "MultiWorkerMirroredStrategy",
+    "NcclAllReduce", "OneDeviceStrategy", "ParameterServerStrategy", "PerReplica", "ReduceOp", "ReductionToOneDevice",
+    "ReplicaContext", "Strategy", "TPUStrategy", "cluster_resolver", "coordinator", "experimental",
+    "get_replica_context", "get_strategy", "has_strategy", "in_cross_replica_context",
+]
