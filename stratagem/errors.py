@@ -13,6 +13,7 @@ __all__ = [
     "CollectiveTimeoutError",
     "WorkerFailedError",
     "CheckpointError",
+    "DataLossError",
     "ParameterServerError",
 ]
 
@@ -68,6 +69,16 @@ class CheckpointError(StratagemError):
 
     Raised on a corrupt, truncated or unsafe file; the message names the
     file. Recover by loading an older checkpoint.
+    """
+
+
+class DataLossError(StratagemError, OSError):
+    """A data file is corrupt or truncated (TF's ``tf.errors.DataLossError``).
+
+    Raised by ``TFRecordDataset`` when a record's length or data fails its
+    CRC32C check, or the file ends inside a record; the message names the file
+    and the record's byte offset. Regenerate the file, or drop it from the list
+    (``ignore_errors()`` skips the rest of a damaged file).
     """
 
 

@@ -1,5 +1,22 @@
-"""``stratagem.io``: ``tf.io.read_file`` (re-exported from ``stratagem.data.tensor_ops``)."""
+"""``stratagem.io``: TF's ``tf.io`` names for files and ``tf.train.Example`` records.
 
+``read_file`` is ``stratagem.data.tensor_ops``'s; the TFRecord writer and options are
+``stratagem.data.tfrecord_format``'s; the feature specs, ``parse_example`` and ``decode_raw``
+are ``stratagem.data.example_parsing``'s.
+"""
+
+from stratagem.data.example_parsing import (
+    FixedLenFeature,
+    FixedLenSequenceFeature,
+    VarLenFeature,
+    decode_raw,
+    parse_example,
+    parse_single_example,
+)
 from stratagem.data.tensor_ops import read_file
+from stratagem.data.tfrecord_format import TFRecordOptions, TFRecordWriter
 
-__all__ = ["read_file"]
+__all__ = [
+    "FixedLenFeature", "FixedLenSequenceFeature", "TFRecordOptions", "TFRecordWriter", "VarLenFeature", "decode_raw",
+    "parse_example", "parse_single_example", "read_file",
+]

@@ -1,5 +1,7 @@
 """Object checkpoints as ``tf.train`` keeps them: ``Checkpoint``, ``CheckpointManager``, ``latest_checkpoint``.
 
+Also re-exported here: the ``tf.train.Example`` messages (``stratagem.data.example_proto``).
+
 A ``Checkpoint`` is given named objects (Keras models, optimizers, metrics and variables,
 ``tf.Variable``, ``stratagem.Model``, torch modules and optimizers, dataset iterators, nested
 checkpoints) and saves their state in one file, ``<prefix>.ckpt``, written by
@@ -27,11 +29,23 @@ from typing import Any
 import torch
 
 from stratagem.checkpoint import io as checkpoint_io
+from stratagem.data.example_proto import (
+    BytesList,
+    Example,
+    Feature,
+    FeatureList,
+    FeatureLists,
+    Features,
+    FloatList,
+    Int64List,
+    SequenceExample,
+)
 from stratagem.distribute import context
 from stratagem.distribute.capabilities import SchedulesSteps
 from stratagem.errors import CheckpointError
 
-__all__ = ["Checkpoint", "CheckpointLoadStatus", "CheckpointManager", "latest_checkpoint"]
+__all__ = ["BytesList", "Checkpoint", "CheckpointLoadStatus", "CheckpointManager", "Example", "Feature", "FeatureList",
+           "FeatureLists", "Features", "FloatList", "Int64List", "SequenceExample", "latest_checkpoint"]
 
 SUFFIX = ".ckpt"  # the one file behind a checkpoint prefix (TF writes <prefix>.index and <prefix>.data-*)
 INDEX_FILE = "checkpoint"  # TF's name for the index of a checkpoint folder

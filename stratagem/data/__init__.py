@@ -7,6 +7,7 @@ this package knows nothing of strategies.
 from stratagem.data import experimental
 from stratagem.data.dataset import Dataset
 from stratagem.data.ops.files import TextLineDataset
+from stratagem.data.ops.tfrecord import TFRecordDataset
 from stratagem.data.image import image_dataset_from_directory
 from stratagem.data.options import (
     AUTOTUNE,
@@ -19,5 +20,5 @@ from stratagem.data.seed import set_seed
 
 __all__ = [
     "AUTOTUNE", "AutoShardPolicy", "Dataset", "INFINITE_CARDINALITY", "Options",
-    "TextLineDataset", "UNKNOWN_CARDINALITY", "experimental", "image_dataset_from_directory", "set_seed",
+    "TFRecordDataset", "TextLineDataset", "UNKNOWN_CARDINALITY", "experimental", "image_dataset_from_directory", "set_seed",
 ]

@@ -34,6 +34,12 @@ def stack(elements: Sequence[Any], *, where: str = "batch") -> Any:
         return {key: stack([e[key] for e in elements], where=where) for key in first}
     if isinstance(first, (tuple, list)):
         return type(first)(stack([e[i] for e in elements], where=where) for i in range(len(first)))
+    if type(first) is bytes:
+        # Strings of arbitrary bytes (TFRecord records) as an object array: numpy's fixed-width
+        # bytes dtype would drop their trailing zero bytes.
+        out = np.empty(len(elements), dtype=object)
+        out[:] = elements
+        return out
     try:
         if isinstance(first, torch.Tensor):
             return torch.stack(list(elements))
@@ -69,8 +75,9 @@ def take_rows(structure: Any, rows: Any) -> Any:
 
 
 def to_numpy(structure: Any) -> Any:
-    return map_structure(lambda leaf: leaf.detach().cpu().numpy() if isinstance(leaf, torch.Tensor) else np.asarray(leaf),
-                         structure)
+    """Leaves as numpy arrays; a ``bytes`` leaf stays ``bytes``, as TF's ``as_numpy_iterator`` gives strings."""
+    return map_structure(lambda leaf: leaf.detach().cpu().numpy() if isinstance(leaf, torch.Tensor) else
+                         leaf if type(leaf) is bytes else np.asarray(leaf), structure)
 
 
 def call_with_element(fn: Any, element: Any) -> Any:

@@ -10,7 +10,7 @@ resumable and shardable:
   element ``i`` directly. Their iterator's state is one index, restoring is
   O(1), and a distributed dataset computes only the rows of each global batch
   that its replica needs.
-- **Streaming** nodes (``from_generator``, ``TextLineDataset``, ``filter``,
+- **Streaming** nodes (``from_generator``, ``TextLineDataset``, ``TFRecordDataset``, ``filter``,
   ``interleave``, ``flat_map``, ``scan``, ``rebatch``, ``group_by_window``,
   ``sample_from_datasets``, ``choose_from_datasets``, ``ignore_errors``,
   ``shuffle`` over a streaming parent) produce elements in order; their

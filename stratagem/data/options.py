@@ -27,7 +27,7 @@ class AutoShardPolicy(str, enum.Enum):
     """How ``experimental_distribute_dataset`` splits a pipeline across workers.
 
     - ``AUTO``: ``FILE`` if the pipeline reads files (``list_files``,
-      ``TextLineDataset``), else ``DATA``.
+      ``TextLineDataset``, ``TFRecordDataset``), else ``DATA``.
     - ``FILE``: each worker reads its own subset of the files.
     - ``DATA``: each worker takes its share of every global batch.
     - ``OFF``: no sharding; every worker sees the whole dataset.

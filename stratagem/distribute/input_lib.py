@@ -379,7 +379,7 @@ def shard_files(dataset: Any, num_shards: int, index: int) -> Any:
                   else None)
     if out is dataset:  # nothing was replaced: no node reads files
         raise ConfigurationError(
-            "AutoShardPolicy.FILE needs a pipeline that reads files (list_files, TextLineDataset, "
+            "AutoShardPolicy.FILE needs a pipeline that reads files (list_files, TextLineDataset, TFRecordDataset, "
             "image_dataset_from_directory). Use AutoShardPolicy.DATA for in-memory data. Received: " + str(dataset)
         )
     return out

@@ -1,26 +1,29 @@
-"""File sources: ``ListFilesDataset`` (``Dataset.list_files``) and ``TextLineDataset`` (``TextLineDataset``).
+"""File sources: ``ListFilesDataset`` (``Dataset.list_files``), ``TextLineDataset``, and their shared base.
 
-Both know their list of files, so the ``FILE`` auto-shard policy can give
-each worker every N-th file through ``with_files_shard``. Lines are read
-from byte offsets, so a text-line position restores with one seek instead
-of a replay (in a gzip file the seek decompresses up to the offset).
+They know their list of files, so the ``FILE`` auto-shard policy can give
+each worker every N-th file through ``with_files_shard``. ``FileSourceDataset``
+reads records from byte offsets, so a position restores with one seek instead
+of a replay (in a gzip file the seek decompresses up to the offset);
+``TFRecordDataset`` (``ops/tfrecord.py``) is the other such source.
 """
 
 from __future__ import annotations
 
+import abc
 import copy
 import glob
 import gzip
 import os
 import zlib
-from collections.abc import Sequence
-from typing import IO, Any
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from stratagem.data.dataset import Dataset, _check_positive
 from stratagem.data.iterator import DatasetIterator, IterContext
 from stratagem.data.ops.shuffle import mix_seed
+from stratagem.errors import DataLossError
 
 _COMPRESSION_TYPES = ("", "GZIP")
 
@@ -116,7 +119,66 @@ def shard_file_list(files: Sequence[str], num_shards: int, index: int) -> list[s
     return list(files[index::num_shards])
 
 
-class TextLineDataset(Dataset):
+class FileSourceDataset(Dataset):
+    """Base of the sources that read records from a list of files in order (text lines, TFRecords).
+
+    The files are a list of names, or a ``Dataset`` of names (e.g.
+    ``Dataset.list_files``). A subclass says how to open one file, as a reader
+    with ``read()`` (the next element, or None at the end), ``offset`` (bytes
+    consumed, where a reader opened at that offset resumes) and ``close()``.
+    The iterator's state is the file's position in the list and that offset,
+    so a position restores with one seek instead of a replay.
+    """
+
+    def __init__(self, filenames: str | os.PathLike[str] | Sequence[str] | Dataset) -> None:
+        if isinstance(filenames, Dataset):
+            super().__init__(filenames)
+            self._files: list[str] | None = None
+        else:
+            super().__init__()
+            self._files = _file_list(filenames)
+
+    @abc.abstractmethod
+    def _open_reader(self, path: str, offset: int) -> Any:
+        """A reader of ``path`` positioned at ``offset``."""
+
+    @property
+    def files(self) -> list[str] | None:
+        """The file names, or None when they come from a ``Dataset``."""
+        return None if self._files is None else list(self._files)
+
+    def _reads_files(self) -> bool:
+        return True
+
+    def _streaming_iterator(self, ctx: IterContext) -> DatasetIterator:
+        names = None if self._files is not None else self._parents[0]._make_iterator(ctx)
+        return FileRecordIterator(self._files, names, self._open_reader)
+
+    def with_files_shard(self, num_shards: int, index: int) -> FileSourceDataset:
+        """This dataset over every ``num_shards``-th file, starting at file ``index``.
+
+        With a ``Dataset`` of names, a ``list_files`` source is sharded by file
+        (before its shuffle); another dataset of names is ``shard``-ed.
+        """
+        clone = copy.copy(self)
+        if self._files is not None:
+            clone._files = shard_file_list(self._files, num_shards, index)
+            return clone
+        names = self._parents[0]
+        if hasattr(names, "with_files_shard"):
+            clone._parents = (names.with_files_shard(num_shards, index),)
+            return clone
+        count = names._length()
+        if count is not None and count >= 0:
+            shard_file_list(range(count), num_shards, index)  # type: ignore[arg-type]  # validates the counts
+        clone._parents = (names.shard(num_shards, index),)
+        return clone
+
+    def _source_str(self) -> str:
+        return f"{len(self._files)} files" if self._files is not None else str(self._parents[0])
+
+
+class TextLineDataset(FileSourceDataset):
     """Lines of text files as bytes scalars, without the line ending (``tf.data.TextLineDataset``).
 
     Streaming. A line ends at ``\\n`` (a ``\\r`` before it is dropped too); a
@@ -138,12 +200,7 @@ class TextLineDataset(Dataset):
 
     def __init__(self, filenames: str | os.PathLike[str] | Sequence[str] | Dataset,
                  compression_type: str | None = None) -> None:
-        if isinstance(filenames, Dataset):
-            super().__init__(filenames)
-            self._files: list[str] | None = None
-        else:
-            super().__init__()
-            self._files = _file_list(filenames)
+        super().__init__(filenames)
         compression = "" if compression_type is None else str(compression_type)
         if compression not in _COMPRESSION_TYPES:
             raise ValueError(
@@ -152,66 +209,66 @@ class TextLineDataset(Dataset):
             )
         self.compression_type = compression
 
-    @property
-    def files(self) -> list[str] | None:
-        """The file names, or None when they come from a ``Dataset``."""
-        return None if self._files is None else list(self._files)
-
-    def _reads_files(self) -> bool:
-        return True
-
-    def _streaming_iterator(self, ctx: IterContext) -> DatasetIterator:
-        names = None if self._files is not None else self._parents[0]._make_iterator(ctx)
-        return _TextLineIterator(self._files, names, self.compression_type)
-
-    def with_files_shard(self, num_shards: int, index: int) -> TextLineDataset:
-        """This dataset over every ``num_shards``-th file, starting at file ``index``.
-
-        With a ``Dataset`` of names, a ``list_files`` source is sharded by file
-        (before its shuffle); another dataset of names is ``shard``-ed.
-        """
-        clone = copy.copy(self)
-        if self._files is not None:
-            clone._files = shard_file_list(self._files, num_shards, index)
-            return clone
-        names = self._parents[0]
-        if hasattr(names, "with_files_shard"):
-            clone._parents = (names.with_files_shard(num_shards, index),)
-            return clone
-        count = names._length()
-        if count is not None and count >= 0:
-            shard_file_list(range(count), num_shards, index)  # type: ignore[arg-type]  # validates the counts
-        clone._parents = (names.shard(num_shards, index),)
-        return clone
+    def _open_reader(self, path: str, offset: int) -> _LineReader:
+        return _LineReader(path, self.compression_type, offset)
 
     def __str__(self) -> str:
-        source = f"{len(self._files)} files" if self._files is not None else str(self._parents[0])
-        return f"TextLineDataset({source}, compression_type={self.compression_type!r})"
+        return f"TextLineDataset({self._source_str()}, compression_type={self.compression_type!r})"
 
 
-class _TextLineIterator(DatasetIterator):
+class _LineReader:
+    """One text file's lines; in a gzip file the seek decompresses up to the offset."""
+
+    def __init__(self, path: str, compression: str, offset: int) -> None:
+        handle: Any = gzip.open(path, "rb") if compression == "GZIP" else open(path, "rb")  # noqa: SIM115
+        self._handle, self.offset = handle, offset
+        if offset:
+            handle.seek(offset)
+
+    def read(self) -> Any:
+        line = self._handle.readline()
+        if not line:
+            return None
+        self.offset += len(line)
+        return np.bytes_(_strip_line_ending(line))
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+class FileRecordIterator(DatasetIterator):
+    """Reads the files of a ``FileSourceDataset`` one after another, through its readers."""
+
     _FILE_INDEX = "file_index"
     _OFFSET = "offset"
     _FILE = "file"
 
-    def __init__(self, files: list[str] | None, names: DatasetIterator | None, compression: str) -> None:
-        self._files, self._names, self._compression = files, names, compression
+    def __init__(self, files: list[str] | None, names: DatasetIterator | None,
+                 open_reader: Callable[[str, int], Any]) -> None:
+        self._files, self._names, self._open_reader = files, names, open_reader
         self._file_index = 0  # position in the file list of the file being read (or next to open)
-        self._offset = 0  # bytes of that file already returned as lines
+        self._offset = 0  # bytes of that file already returned, while no reader is open
         self._current: str | None = None  # its name, once known (names from a Dataset)
-        self._handle: IO[bytes] | None = None
+        self._reader: Any = None
 
     def __next__(self) -> Any:
         while True:
-            if self._handle is None and not self._open_next():
+            if self._reader is None and not self._open_next():
                 raise StopIteration
-            assert self._handle is not None
-            line = self._handle.readline()
-            if line:
-                self._offset += len(line)
-                return np.bytes_(_strip_line_ending(line))
-            self._close_handle()
-            self._current, self._file_index, self._offset = None, self._file_index + 1, 0
+            try:
+                element = self._reader.read()
+            except DataLossError:
+                # The framing after a damaged record cannot be trusted: the file ends here, so
+                # ignore_errors() goes on with the next file instead of failing on this one forever.
+                self._next_file()
+                raise
+            if element is not None:
+                return element
+            self._next_file()
+
+    def _next_file(self) -> None:
+        self._close_reader()
+        self._current, self._file_index, self._offset = None, self._file_index + 1, 0
 
     def _open_next(self) -> bool:
         if self._files is not None:
@@ -224,34 +281,33 @@ class _TextLineIterator(DatasetIterator):
                 self._current = _name_of(next(self._names))
             except StopIteration:
                 return False
-        handle: Any = gzip.open(self._current, "rb") if self._compression == "GZIP" else open(self._current, "rb")
-        self._handle = handle
-        if self._offset:
-            handle.seek(self._offset)
+        self._reader = self._open_reader(self._current, self._offset)
         return True
 
     def get_state(self) -> dict[str, Any]:
-        state: dict[str, Any] = {self._FILE_INDEX: self._file_index, self._OFFSET: self._offset}
+        offset = self._reader.offset if self._reader is not None else self._offset
+        state: dict[str, Any] = {self._FILE_INDEX: self._file_index, self._OFFSET: offset}
         if self._names is not None:
             # The names iterator has produced exactly the names up to the current file.
             state[self._PARENT], state[self._FILE] = self._names.get_state(), self._current or ""
         return state
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self._close_handle()
+        self._close_reader()
         self._file_index, self._offset = int(state[self._FILE_INDEX]), int(state[self._OFFSET])
         self._current = None
         if self._names is not None:
             self._names.set_state(state[self._PARENT])
             self._current = str(state[self._FILE]) or None
 
-    def _close_handle(self) -> None:
-        handle, self._handle = self._handle, None
-        if handle is not None:
-            handle.close()
+    def _close_reader(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            self._offset = reader.offset
+            reader.close()
 
     def close(self) -> None:
-        self._close_handle()
+        self._close_reader()
         if self._names is not None:
             self._names.close()
 
