@@ -14,6 +14,14 @@ if "keras" not in _sys.modules:
     # torch.nn.Module that stratagem.Model trains; a backend chosen by the user is left alone (and a Keras
     # model of another backend is refused with the fix, stratagem/models/keras_model.py).
     _os.environ.setdefault("KERAS_BACKEND", "torch")
+elif getattr(_sys.modules["keras"], "backend", None) is not None and _sys.modules["keras"].backend.backend() != "torch":
+    import warnings as _warnings
+
+    _warnings.warn(
+        f"Keras was imported before stratagem, with the {_sys.modules['keras'].backend.backend()!r} backend: "
+        "stratagem trains Keras models only on Keras's torch backend, and Keras cannot change backend once "
+        "imported. Set KERAS_BACKEND=torch in the environment, or `import stratagem` before `import keras`.",
+        stacklevel=2)
 
 if _os.environ.get(_launched.ERROR_FILE_ENV) or _os.environ.get(_launched.TORCH_ERROR_FILE_ENV):
     # A worker started by `stratagem run` (or torch's elastic agent): record an uncaught exception for it.

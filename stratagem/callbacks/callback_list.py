@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from stratagem.callbacks.callback import Callback, overrides
+from stratagem.callbacks.keras_callback import KerasCallback, is_keras_callback
 
 _HOOKS = [name for name in vars(Callback) if name.startswith("on_")]  # Keras' hooks, as Callback declares them
 
@@ -14,14 +15,14 @@ class CallbackList:
     """A container that forwards each Keras hook to the callbacks that override it.
 
     Args:
-        callbacks: The callbacks, called in order.
+        callbacks: The callbacks, called in order; Keras callback objects run through ``KerasCallback``.
         model: The user's ``Model``, given to each callback.
         params: ``epochs``, ``steps``, ``verbose``, ``batch_size``.
         fit_state: The running fit's ``FitState``, handed to each callback.
     """
 
     def __init__(self, callbacks: Iterable[Callback], *, model: Any, params: dict[str, Any], fit_state: Any = None) -> None:
-        self.callbacks = list(callbacks)
+        self.callbacks = [KerasCallback(c) if is_keras_callback(c) else c for c in callbacks]
         for callback in self.callbacks:
             callback.set_model(model)
             callback.set_params(params)

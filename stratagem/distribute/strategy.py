@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -41,6 +42,7 @@ class Strategy(abc.ABC):
         self._setup()
         if self._num_replicas > 1:
             context.note_distributed(self)
+            _guard_keras_loops()
 
     # ---- public, TF-shaped -------------------------------------------------
     @property
@@ -80,6 +82,7 @@ class Strategy(abc.ABC):
             from stratagem.models.keras_internals import install_replica_hooks
 
             install_replica_hooks()  # nothing unless the program imported Keras
+            _guard_keras_loops()
         context.push(self)
         try:
             yield self
@@ -271,3 +274,13 @@ class Strategy(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_replicas_in_sync={self._num_replicas}, device={self._device})"
+
+
+def _guard_keras_loops() -> None:
+    # NOTE: Keras's own fit/evaluate/predict know nothing of this strategy and would train each replica alone:
+    # while it exists they refuse with the fix (stratagem/models/keras_internals.py). Keras imported later is
+    # guarded at the next scope() entry.
+    if "keras" in sys.modules:
+        from stratagem.models.keras_internals import guard_keras_loops
+
+        guard_keras_loops()

@@ -1,7 +1,10 @@
 """The one module that touches Keras 3's private attributes; each section names the Keras version it was written for.
 
 Everything stratagem needs from Keras beyond its public API goes through here, so a
-Keras upgrade is checked in one file.
+Keras upgrade is checked in one file. Sections: custom training loops across replicas;
+tf.keras models trained by stratagem (functional classes); Keras's own fit/evaluate/
+predict under several replicas (refused). Keras is imported inside functions only:
+strategies call in here whether or not the program uses Keras.
 """
 
 from __future__ import annotations
@@ -183,3 +186,104 @@ def global_result(metric: Any, strategy: Any) -> Any:
     # Keras reads the mapped values in place of the variables' own inside a StatelessScope (public API).
     with keras.StatelessScope(state_mapping=mapping):
         return local_result(metric)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# tf.keras models trained by stratagem (stratagem/tf/keras/_models.py). Written for Keras 3.15.1.
+#
+# Keras's `Functional` class is not exported; and Keras makes a subclass of `keras.Model` whose `__init__` passes
+# `(inputs, outputs)` functional by rewriting the bases of every class above it
+# (`keras.src.models.model.inject_functional_model_class`), which would also rewrite stratagem's shared
+# `tf.keras.Model`. `become_functional` rewrites the user's classes only.
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def keras_functional_class() -> type:
+    """Keras's ``Functional`` model class (what ``keras.Model(inputs, outputs)`` returns)."""
+    from keras.src.models.functional import Functional
+
+    return Functional
+
+
+def is_functional_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether ``Model(*args, **kwargs)`` asks for a functional model, by Keras's own rule (``(inputs, outputs)``)."""
+    return (len(args) == 2 or (len(args) == 1 and "outputs" in kwargs)
+            or ("inputs" in kwargs and "outputs" in kwargs))
+
+
+def become_functional(cls: type, model_class: type, functional_class: type) -> None:
+    """Puts ``functional_class`` in place of ``model_class`` among the bases of ``cls`` and of its user ancestors."""
+    if cls is model_class or not issubclass(cls, model_class) or issubclass(cls, functional_class):
+        return
+    for base in cls.__bases__:  # the user's own intermediate classes first
+        become_functional(base, model_class, functional_class)
+    cls.__bases__ = tuple(functional_class if base is model_class else base for base in cls.__bases__)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Keras's own fit/evaluate/predict under a strategy with several replicas. Written for Keras 3.15.1.
+#
+# Keras's loops know nothing of stratagem's strategies: each replica would train alone on all the data, and every
+# replica would write checkpoints as the chief. They build their input through
+# `keras.src.trainers.data_adapters.get_data_adapter`, which first reads the global Keras distribution's private
+# `_is_multi_process`; `guard_keras_loops` sets a distribution whose `_is_multi_process` raises while a strategy
+# with several replicas exists in this process (installed by Strategy when Keras is imported). It is Keras's own
+# extension point for distributing fit (its base class is not exported); layers call its `get_tensor_layout` on
+# every call, which returns None, so models run unchanged. A distribution the user set is left alone.
+# ---------------------------------------------------------------------------------------------------------------
+
+_loop_guard_lock = threading.Lock()
+
+
+def guard_keras_loops() -> None:
+    """Installs the guard as Keras's global distribution, unless one is set (idempotent)."""
+    from keras.src.distribution import distribution_lib
+
+    with _loop_guard_lock:
+        if distribution_lib.distribution() is None:
+            distribution_lib.set_distribution(_loop_guard_class(distribution_lib.Distribution)())
+
+
+@functools.cache
+def _loop_guard_class(base: type) -> type:
+    class LoopGuard(base):  # type: ignore[misc, valid-type]
+        """Refuses Keras's own data loop while stratagem runs several replicas; places nothing."""
+
+        def __init__(self) -> None:  # no DeviceMesh: the torch backend has none
+            self.auto_shard_dataset = True
+
+        @property
+        def _is_multi_process(self) -> bool:
+            return _refuse_keras_loop()
+
+        def get_data_layout(self, data_shape: Any) -> None:
+            return None
+
+        def get_variable_layout(self, variable: Any) -> None:
+            return None
+
+        def get_tensor_layout(self, path: str) -> None:
+            return None
+
+        def distribute_dataset(self, dataset: Any) -> Any:
+            return dataset
+
+    return LoopGuard
+
+
+def _refuse_keras_loop() -> bool:
+    from stratagem.distribute import context
+
+    strategy = context.distributed_strategy()
+    if strategy is None:
+        return False
+    from stratagem.errors import ConfigurationError
+
+    raise ConfigurationError(
+        f"Keras's own fit/evaluate/predict runs each replica alone: under {type(strategy).__name__} "
+        f"({strategy.num_replicas_in_sync} replicas) every process would train its own copy of the model on all the "
+        "data, without gradient all-reduce. Train it through stratagem: wrap it, `model = "
+        "stratagem.Model(keras_model)` inside `strategy.scope()`, then compile/fit/evaluate/predict that; or build "
+        "it with `stratagem.tf.keras` (`import stratagem.tf as tf`: tf.keras.Sequential and tf.keras.Model train "
+        "through stratagem as written). For outputs alone, call the model: `keras_model(x)`. "
+        f"Received: num_replicas_in_sync={strategy.num_replicas_in_sync}")

@@ -8,6 +8,7 @@ places the module on that strategy's device and lets the strategy wrap it
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -21,12 +22,13 @@ from stratagem import optimizers as optimizers_lib
 from stratagem._nest import map_structure
 from stratagem.callbacks import Callback, CallbackList, History, ProgbarLogger
 from stratagem.callbacks.backup_and_restore import BackupAndRestore
+from stratagem.callbacks.keras_callback import KerasCallback, is_keras_callback
 from stratagem.data.ops.shuffle import mix_seed
 from stratagem.distribute import context
 from stratagem.distribute.capabilities import SchedulesSteps, ShardsVariables
 from stratagem.distribute.input_lib import shared_seed
 from stratagem.distribute.strategy import Strategy
-from stratagem.models import fit_loop
+from stratagem.models import fit_loop, keras_saving
 from stratagem.models.compile_utils import CompiledLoss, CompiledMetrics
 from stratagem.models.data_adapter import (
     EpochFeeder, cast_inputs, check_bounded, make_adapter, split_and_weight, unpack, worker_stream,
@@ -79,6 +81,9 @@ class Model:
         self.dtype_policy = mixed_precision.global_policy()  # read when built, as Keras layers do
         self._seed = 0  # agreed by every replica at compile; each fit's shuffle seed derives from it
         self._fits = 0
+        # The tf.keras model this Model trains for (stratagem.tf.keras), or None: Keras callbacks see it as
+        # their model, as the object the user called fit on (keras_training.py sets it).
+        self._facade: Any = None
 
     @property
     def distribute_strategy(self) -> Strategy:
@@ -328,12 +333,19 @@ class Model:
             raise ValueError(f"set_weights expects {len(state)} arrays. Received: {len(weights)}")
         self._load_whole_state({k: torch.as_tensor(w) for k, w in zip(state, weights)})
 
-    def save_weights(self, filepath: str) -> None:
+    def save_weights(self, filepath: str, overwrite: bool = True) -> None:
         """Writes the module's parameters and buffers (``.safetensors``, or torch format otherwise).
 
         Only the chief writes, but every replica may call it (every replica must, when the
-        strategy shards the weights: they are gathered first). The write is atomic.
+        strategy shards the weights: they are gathered first). The write is atomic. A Keras
+        model and a ``.weights.h5`` path: Keras's weights file (``keras_saving.py``).
         """
+        keras_model = keras_saving.keras_model_for(self.module, filepath, suffixes=(keras_saving.WEIGHTS_SUFFIX,))
+        if keras_model is not None:
+            self._check_whole_on_each_replica("save_weights to a Keras file")
+            keras_saving.save(keras_model, filepath, weights_only=True, overwrite=overwrite,
+                              is_chief=self._strategy.is_chief)
+            return
         state = self._whole_state()
         if not self._strategy.is_chief:
             return
@@ -341,12 +353,21 @@ class Model:
 
         save_state(filepath, dict(state))
 
-    def load_weights(self, filepath: str) -> None:
+    def load_weights(self, filepath: str, **kwargs: Any) -> None:
         """Loads weights saved by ``save_weights`` (never runs code from the file).
+
+        A Keras model reads Keras's ``.weights.h5``/``.keras``/``.h5`` files too (``kwargs``: Keras's
+        ``skip_mismatch``).
 
         Raises:
             CheckpointError: If the file is unreadable, unsafe, or does not fit the module.
         """
+        keras_model = keras_saving.keras_model_for(self.module, filepath, suffixes=keras_saving.LOADABLE_WEIGHTS)
+        if keras_model is not None:
+            keras_saving.load_weights(keras_model, filepath, **kwargs)
+            return
+        if kwargs:
+            raise ValueError(f"load_weights takes no further arguments for this file. Received: {sorted(kwargs)}")
         from stratagem.checkpoint.io import load_state
         from stratagem.errors import CheckpointError
 
@@ -371,12 +392,13 @@ class Model:
         else:
             self.module.load_state_dict(state)
 
-    def save(self, filepath: str, *, input_example: Any = None, **kwargs: Any) -> None:
+    def save(self, filepath: str, overwrite: bool = True, *, input_example: Any = None, **kwargs: Any) -> None:
         """Saves the model as a folder that loads without its Python class (``keras.Model.save``).
 
         Writes ``weights.safetensors``, ``model.pt2`` (``torch.export``) and ``metadata.json``,
         atomically. Only the chief writes, but every replica may call it. Input shapes come
-        from the first batch the model saw, or from ``input_example``.
+        from the first batch the model saw, or from ``input_example``. A Keras model and a
+        ``.keras``/``.h5`` path: Keras's file, which ``keras.models.load_model`` reads.
 
         Raises:
             ValueError: If given ``save_format`` (Keras 3 refuses it too) or another argument.
@@ -397,14 +419,24 @@ class Model:
             )
         if kwargs:
             raise ValueError(f"The following argument(s) are not supported: {sorted(kwargs)}. Received: {kwargs!r}")
+        self._check_whole_on_each_replica("Model.save")
+        keras_model = keras_saving.keras_model_for(self.module, filepath, suffixes=keras_saving.MODEL_SUFFIXES)
+        if keras_model is not None:
+            keras_saving.save(keras_model, filepath, weights_only=False, overwrite=overwrite,
+                              is_chief=self._strategy.is_chief)
+            return
+        if not overwrite and os.path.exists(filepath):
+            raise FileExistsError(f"{filepath} exists and overwrite=False. Received: filepath={filepath!r}")
+        save_model(self, filepath, input_example=input_example)
+
+    def _check_whole_on_each_replica(self, what: str) -> None:
         if isinstance(self._strategy, ShardsVariables) and self._strategy.num_replicas_in_sync > 1:
             raise ValueError(
-                f"Model.save exports the whole model from one process (torch.export), but under "
+                f"{what} writes the whole model from one process, but under "
                 f"{type(self._strategy).__name__} each replica holds only a shard of it. Call "
                 "model.save_weights(path) on every replica (the chief writes the gathered weights), then in one "
                 "process without this strategy load them into the same architecture and save that model. "
                 f"Received: num_replicas_in_sync={self._strategy.num_replicas_in_sync}")
-        save_model(self, filepath, input_example=input_example)
 
     def count_params(self) -> int:
         return sum(p.numel() for p in self.module.parameters())
@@ -469,7 +501,7 @@ class Model:
     def _callback_list(self, callbacks: Sequence[Callback] | None, history: History, verbose: int | str,
                        state: FitState, **params: Any) -> CallbackList:
         verbose = 1 if verbose == "auto" else int(verbose)
-        user = list(callbacks or [])
+        user = [KerasCallback(c) if is_keras_callback(c) else c for c in callbacks or []]  # Keras's semantics
         # BackupAndRestore goes last: it restores after the others reset themselves in
         # on_train_begin, and backs up after they updated themselves in on_epoch_end.
         backups = [c for c in user if isinstance(c, BackupAndRestore)]

@@ -28,6 +28,21 @@ def seed_cnn(seed: int = 0) -> keras.Model:
     ])
 
 
+def tf_seed_cnn(seed: int = 0) -> keras.Model:
+    """``seed_cnn`` written with ``stratagem.tf.keras`` (``tf.keras.Sequential``): it trains through stratagem itself."""
+    import stratagem.tf as tf
+
+    tf.keras.utils.set_random_seed(seed)
+    return tf.keras.Sequential([
+        tf.keras.Input(shape=(28, 28, 1)),
+        tf.keras.layers.Conv2D(32, 3, activation="relu"),
+        tf.keras.layers.MaxPooling2D(),
+        tf.keras.layers.Flatten(),
+        tf.keras.layers.Dense(64, activation="relu"),
+        tf.keras.layers.Dense(10),
+    ])
+
+
 def images(num_samples: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Images (N, 28, 28, 1) in [0, 1] and labels a CNN can learn (the brightest of ten bands)."""
     rng = np.random.default_rng(seed)

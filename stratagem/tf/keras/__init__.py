@@ -1,0 +1,58 @@
+"""``tf.keras``: Keras 3 on its torch backend, whose models train through stratagem.
+
+As in TensorFlow 2.16+, where ``tf.keras`` is Keras 3, the layers, losses, metrics,
+initializers, activations, ops and utilities ARE Keras 3's (``tf.keras.layers is
+keras.layers``). What differs is training: ``tf.keras.Model``, ``tf.keras.Sequential``
+and the functional models ``tf.keras.Model(inputs, outputs)`` makes are Keras's classes
+whose ``compile``/``fit``/``evaluate``/``predict``/``save`` run through
+``stratagem.Model``'s one fit loop under the strategy whose scope built them
+(``stratagem/models/keras_training.py``). Also stratagem's: ``callbacks`` (Keras's base
+``Callback``, with stratagem's distributed-aware ModelCheckpoint, BackupAndRestore,
+TensorBoard...), ``models.load_model``, ``datasets`` (Keras's cache, no pickle),
+``mixed_precision`` and ``estimator.model_to_estimator``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import stratagem  # noqa: F401  (sets KERAS_BACKEND=torch when Keras is not imported yet)
+from stratagem.models.keras_model import check_torch_backend
+
+import keras  # noqa: E402
+
+check_torch_backend(keras, "stratagem.tf.keras")
+
+from keras import Input, InputSpec, KerasTensor, Layer, Loss, Metric, Operation, Regularizer, Variable  # noqa: E402
+
+from stratagem.tf._refusal import missing_name  # noqa: E402
+from stratagem.tf.keras._models import Model, Sequential  # noqa: E402
+
+# Keras 3's namespaces, as they are: `import stratagem.tf.keras.layers` and `tf.keras.layers.Dense` both resolve.
+_KERAS_NAMESPACES = ("activations", "backend", "config", "constraints", "dtype_policies", "initializers", "layers",
+                     "losses", "metrics", "ops", "preprocessing", "random", "regularizers", "saving", "tree", "utils")
+for _name in _KERAS_NAMESPACES:
+    _module = importlib.import_module(f"keras.{_name}")
+    sys.modules[f"{__name__}.{_name}"] = _module
+    globals()[_name] = _module
+
+# Namespaces with stratagem's behaviour in them: loaded on first use.
+_OWN_NAMESPACES = ("callbacks", "datasets", "estimator", "mixed_precision", "models", "optimizers")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _OWN_NAMESPACES:
+        module = importlib.import_module(f"{__name__}.{name}")
+        globals()[name] = module
+        return module
+    raise missing_name("tf.keras", name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_OWN_NAMESPACES))
+
+
+__all__ = ["Input", "InputSpec", "KerasTensor", "Layer", "Loss", "Metric", "Model", "Operation", "Regularizer",
+           "Sequential", "Variable", *_KERAS_NAMESPACES, *_OWN_NAMESPACES]

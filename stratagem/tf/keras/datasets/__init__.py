@@ -1,0 +1,21 @@
+"""``tf.keras.datasets``: MNIST and Fashion-MNIST read from Keras's own cache (``~/.keras/datasets``).
+
+``load_data()`` reads the file Keras would have downloaded, under Keras's name and in
+Keras's format, and downloads it from Keras's origin when missing; offline, the error
+names the file to place and ``stratagem.datasets.digits`` (bundled, no download).
+CIFAR and the text datasets are not provided: Keras reads them with ``pickle``, which
+runs code from the file (``stratagem/datasets/keras_cache.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stratagem.tf._refusal import missing_name
+from stratagem.tf.keras.datasets import fashion_mnist, mnist
+
+__all__ = ["fashion_mnist", "mnist"]
+
+
+def __getattr__(name: str) -> Any:
+    raise missing_name("tf.keras.datasets", name)

@@ -1,0 +1,20 @@
+"""``tf.keras.mixed_precision``: stratagem's mixed precision under Keras's names.
+
+``set_global_policy("mixed_float16")`` (or ``"mixed_bfloat16"``) before building a
+model makes its training run under ``torch.autocast`` with float32 weights, and
+``compile`` wraps the optimizer in a ``LossScaleOptimizer`` under float16, as Keras 3
+does (``stratagem.mixed_precision``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stratagem.mixed_precision import DTypePolicy, LossScaleOptimizer, Policy, global_policy, set_global_policy
+from stratagem.tf._refusal import missing_name
+
+__all__ = ["DTypePolicy", "LossScaleOptimizer", "Policy", "global_policy", "set_global_policy"]
+
+
+def __getattr__(name: str) -> Any:
+    raise missing_name("tf.keras.mixed_precision", name)
