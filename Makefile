@@ -20,8 +20,10 @@ TORCH_PIN := torch==2.13.0
 demo: .venv/.stamp
 	$(PY) examples/train_digits.py --replicas 2
 
+# Two pytest-xdist workers on the 2 cores (the multi-process tests wait on sockets and timers a good part
+# of their time), a file at a time each; a file over 60 s fails the run and the ten slowest are listed.
 test: .venv/.stamp
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --max-file-seconds=60 tests
 
 # Every benchmark runs even if an earlier one misses a goal; the target fails if any did.
 bench: .venv/.stamp

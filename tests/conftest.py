@@ -2,6 +2,9 @@
 
 Also the per-file time guard of ``make test`` (``--max-file-seconds``): the suite's
 time budget is kept file by file, so one slow file is named the day it appears.
+And, under pytest-xdist (``make test`` runs ``-n 2 --dist loadfile``), the order
+files are handed out in: process-starting tiers first (e2e, then dist), so the
+longest files do not start last and leave one worker running alone at the end.
 """
 
 from __future__ import annotations
@@ -26,6 +29,15 @@ def pytest_configure(config: pytest.Config) -> None:
     limit = config.getoption("--max-file-seconds")
     if limit is not None:
         config.pluginmanager.register(FileTimeGuard(limit), "stratagem-file-time-guard")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if hasattr(config, "workerinput"):  # an xdist worker: every worker sorts alike, so collections still match
+        items.sort(key=_tier)
+
+
+def _tier(item: pytest.Item) -> int:
+    return 0 if item.get_closest_marker("e2e") else 1 if item.get_closest_marker("dist") else 2
 
 
 class FileTimeGuard:
@@ -56,7 +68,8 @@ class FileTimeGuard:
         if slow:
             terminalreporter.write_line(
                 f"FAILED: {len(slow)} test file(s) took longer than {self.limit_s:g} s: {', '.join(slow)}. Make their "
-                "workers cheaper (stratagem.testing's warm workers, fewer steps) or split the file.", red=True)
+                "processes cheaper (stratagem.testing's warm workers), their steps fewer or their waits shorter.",
+                red=True)
 
 
 @pytest.fixture(autouse=True)

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from stratagem.launcher.ports import find_free_port
+from stratagem.testing.warm_processes import ScriptProcess
 
 pytestmark = pytest.mark.e2e
 
@@ -68,9 +69,10 @@ def test_host_lost_mid_epoch_then_one_added_every_example_once(tmp_path: Path) -
     env = dict(os.environ) | {"STRATAGEM_RUN_ID": f"elastic-test-{port}"}
     agent = [sys.executable, "-m", "stratagem.launcher.cli", "run", "--nnodes", "2:3", "--master-port", str(port),
              "--max-restarts", "3", "--timeout", "60", str(SCRIPT), str(tmp_path), str(EPOCHS), "0.1"]
-    reference = subprocess.Popen([sys.executable, str(SCRIPT), str(tmp_path / "reference"), str(EPOCHS), "0"],
-                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     (tmp_path / "reference").mkdir()
+    # The reference is one plain process (no launcher, nothing elastic about it): a warm one, as in tests/dist.
+    reference = ScriptProcess([str(SCRIPT), str(tmp_path / "reference"), str(EPOCHS), "0"], env=env, cwd=os.getcwd(),
+                              log_path=tmp_path / "reference.log")
 
     def start(index: int) -> subprocess.Popen:
         log = open(tmp_path / f"agent{index}.log", "w")  # noqa: SIM115 -- closed with the process
