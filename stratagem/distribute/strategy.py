@@ -85,7 +85,8 @@ class Strategy(abc.ABC):
             _guard_keras_loops()
         context.push(self)
         try:
-            yield self
+            with _keras_device(self._device):
+                yield self
         finally:
             context.pop(self)
 
@@ -284,3 +285,13 @@ def _guard_keras_loops() -> None:
         from stratagem.models.keras_internals import guard_keras_loops
 
         guard_keras_loops()
+
+
+def _keras_device(device: torch.device) -> contextlib.AbstractContextManager[Any]:
+    # NOTE: Keras's torch backend makes its variables and tensors on the GPU whenever there is one; Keras
+    # objects built in this scope are made on this strategy's device instead (a CPU strategy on a GPU machine).
+    if "keras" not in sys.modules:
+        return contextlib.nullcontext()
+    from stratagem.models.keras_model import keras_device
+
+    return keras_device(device)
