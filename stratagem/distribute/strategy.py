@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
+from stratagem._nest import map_structure
 from stratagem.distribute import context
 from stratagem.distribute.capabilities import AppliesUpdates
 from stratagem.distribute.input_context import InputContext
@@ -103,10 +104,11 @@ class Strategy(abc.ABC):
         with context.replica_context(self):
             return fn(*args, **kwargs)
 
-    def reduce(self, reduce_op: ReduceOp | str, value: torch.Tensor | PerReplica, axis: int | None = None) -> torch.Tensor:
+    def reduce(self, reduce_op: ReduceOp | str, value: Any, axis: int | None = None) -> Any:
         """Combines ``value`` across replicas, and along ``axis`` first if given.
 
-        ``MEAN`` with an ``axis`` averages over every element of that axis on
+        ``value`` is a tensor, a ``PerReplica``, a number, or a nested structure
+        (dict, list, tuple) of them. ``MEAN`` with an ``axis`` averages over every element of that axis on
         every replica (weighting each replica by its element count), as
         ``tf.distribute.Strategy.reduce`` does.
 
@@ -114,6 +116,8 @@ class Strategy(abc.ABC):
             >>> total = strategy.reduce("sum", per_replica_loss, axis=None)  # doctest: +SKIP
         """
         op = ReduceOp.parse(reduce_op)
+        if isinstance(value, (dict, list, tuple)):  # a nested structure of values, as TF's reduce takes
+            return map_structure(lambda leaf: self.reduce(op, leaf, axis), value)
         tensor = unwrap(value)
         if axis is None:
             out = self._all_reduce(tensor, ReduceOp.SUM if op is ReduceOp.MEAN else op)
