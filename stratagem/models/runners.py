@@ -30,11 +30,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from stratagem._nest import batch_size_of
+from stratagem._nest import batch_size_of, map_structure
 from stratagem.callbacks import CallbackList
 from stratagem.callbacks.backup_and_restore import BackupAndRestore
 from stratagem.data.device import prefetch_to_device
 from stratagem.distribute import collectives, context
+from stratagem.distribute.input_lib import _as_tensor
 from stratagem.models.data_adapter import EpochFeeder, unpack
 from stratagem.errors import ConfigurationError
 from stratagem.models.fit_state import FitState
@@ -195,7 +196,7 @@ class CoordinatedRunner:
         self._metrics = model.metrics
 
     def _train_function(self, batches: Iterator[Any]) -> list[torch.Tensor]:
-        batch = next(batches)
+        batch = map_structure(_as_tensor, next(batches))  # numpy batches become tensors, as on the other paths
         model = self.model
         model.reset_metrics()
         model.module.train()

@@ -1,0 +1,42 @@
+"""Seed 004's two Estimator snippets (model_to_estimator on Fashion-MNIST, the image-folder input_fn) run.
+
+Thresholds and launch forms: tests/e2e/_seed_examples.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e._seed_examples import TIMEOUT_S, Case, check_case, keras_home, params  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.e2e
+
+ESTIMATOR_GAP = ("model_to_estimator refuses a tf.keras model that stratagem compiled: stratagem/estimator/keras.py "
+                 "reads Keras's own `compiled` flag")
+
+CASES = [
+    Case("seed004_estimator_fashion_mnist.py", "self2", {"SEED_STEPS": "40"}, r"'accuracy': ([\d.]+)", 0.80,
+         "40 of the seed's 2,000 steps (0.896 on Fashion-MNIST); 2 replicas from num_gpus=2, 128 each",
+         uses=("keras.datasets.fashion_mnist.load_data", "keras.utils.to_categorical", "nn.relu",
+               "nn.softmax", "train.AdamOptimizer", "contrib.distribute.MirroredStrategy",
+               "estimator.RunConfig", "keras.estimator.model_to_estimator", "data.Dataset"),
+         gap=ESTIMATOR_GAP),
+    Case("seed004_estimator_image_folder.py", "run2", {"SEED_STEPS": "10", "SEED_IMAGE_SIZE": "32"},
+         r"\[rank 0\].*'accuracy': ([\d.]+)", 0.25,
+         "the seed's ~95% needs ImageNet weights (a download); VGG16 from scratch at 32x32 for 10 steps",
+         uses=("keras.datasets.mnist.load_data", "contrib.lookup.index_table_from_tensor", "constant",
+               "string_split", "image.decode_jpeg", "read_file", "image.convert_image_dtype",
+               "image.resize_images", "one_hot", "data.Dataset.list_files", "contrib.data.shuffle_and_repeat",
+               "contrib.data.map_and_batch", "keras.applications.VGG16", "nn.softmax", "train.AdamOptimizer",
+               "contrib.distribute.MirroredStrategy", "estimator.RunConfig",
+               "keras.estimator.model_to_estimator"),
+         gap=ESTIMATOR_GAP),
+]
+
+
+@pytest.mark.timeout(TIMEOUT_S + 20)
+@pytest.mark.parametrize("case", params(CASES))
+def test_example_runs_and_reaches_its_accuracy(case: Case, keras_home: Path, tmp_path: Path) -> None:
+    check_case(case, keras_home, tmp_path)
