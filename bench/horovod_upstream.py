@@ -11,7 +11,8 @@ import that are not Horovod's API: ``horovod.runner.util.threads.in_thread``,
 ``mock`` (the standard library's ``unittest.mock``), ``cloudpickle`` (refused
 if called: nothing here unpickles) and ``inspect.getargspec`` (removed in
 Python 3.11; the test file predates that, and ``getfullargspec`` has the same
-``args``).
+``args``). With ``--hide-muon`` it also hides ``torch.optim.Muon`` (torch 2.13 has it),
+which refuses 1-D parameters, from the tests that build every optimizer.
 
 Usage:
     python bench/horovod_upstream.py PATH/test/parallel/test_torch.py [-k allreduce,join] [--json out.json]
@@ -64,8 +65,16 @@ _SHIM = {
         import json
         import os
 
+        import torch
+
         if not hasattr(inspect, "getargspec"):  # removed in Python 3.11; Horovod's tests call it
             inspect.getargspec = inspect.getfullargspec
+        if os.environ.get("HVD_UPSTREAM_HIDE_MUON") == "1":
+            # torch.optim.Muon (in torch 2.13, newer than the test file) refuses 1-D parameters in its
+            # own constructor, and Horovod's tests build every torch.optim optimizer over models with biases.
+            _all = type.__subclasses__
+            torch.optim.Optimizer.__subclasses__ = staticmethod(
+                lambda: [c for c in _all(torch.optim.Optimizer) if c.__name__ != "Muon"])
 
         _results = {}
 
@@ -108,14 +117,15 @@ def collect(path: Path) -> list[tuple[str, str]]:
     return list(tests)
 
 
-def run_test(path: Path, cls: str, test: str, *, num_processes: int, timeout_s: float, shim: Path) -> dict:
+def run_test(path: Path, cls: str, test: str, *, num_processes: int, timeout_s: float, shim: Path,
+             hide_muon: bool = False) -> dict:
     """Runs one test as its own job; returns every rank's outcome and the job's exit status."""
     out = Path(tempfile.mkdtemp(prefix="hvd-upstream-"))
     stratagem = shutil.which("stratagem", path=str(Path(sys.executable).parent)) or "stratagem"
     command = [stratagem, "run", "-np", str(num_processes), "--timeout", str(max(10, int(timeout_s / 3))),
                "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "_hvd_outcome", f"{path}::{cls}::{test}"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(shim), os.environ.get("PYTHONPATH", "")]),
-               HVD_UPSTREAM_OUT=str(out))
+               HVD_UPSTREAM_OUT=str(out), HVD_UPSTREAM_HIDE_MUON="1" if hide_muon else "0")
     start = time.monotonic()
     process = subprocess.Popen(command, cwd=shim, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, start_new_session=True)
@@ -152,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-np", dest="num_processes", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per test job (default 180)")
     parser.add_argument("--json", type=Path, default=None, help="write every result here")
+    parser.add_argument("--hide-muon", action="store_true",
+                        help="hide torch.optim.Muon (2-D parameters only) from the tests that build "
+                        "every torch.optim optimizer")
     args = parser.parse_args(argv)
     shim = Path(tempfile.mkdtemp(prefix="hvd-shim-"))
     write_shim(shim)
@@ -162,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                 if args.k and not any(part in test for part in args.k.split(",")):
                     continue
                 result = run_test(path.resolve(), cls, test, num_processes=args.num_processes,
-                                  timeout_s=args.timeout, shim=shim)
+                                  timeout_s=args.timeout, shim=shim, hide_muon=args.hide_muon)
                 result["file"] = path.name
                 results.append(result)
                 print(_line(result), flush=True)

@@ -73,6 +73,9 @@ class Checkpoint:
         >>> ckpt.restore(latest_checkpoint("/tmp/ckpts")).assert_consumed()  # doctest: +SKIP
     """
 
+    _objects: dict[str, Any]
+    save_counter: torch.Tensor
+
     def __init__(self, root: Any = None, **kwargs: Any) -> None:
         object.__setattr__(self, "_objects", {})
         object.__setattr__(self, "save_counter", torch.tensor(0, dtype=torch.int64))
@@ -367,7 +370,11 @@ def _write_index(folder: str, paths: list[str]) -> None:
     lines += [f"all_model_checkpoint_timestamps: {_mtime(p) or now}" for p in paths]
     lines.append(f"last_preserved_timestamp: {now}")
     text = "\n".join(lines) + "\n"
-    checkpoint_io.atomic_write(os.path.join(folder, INDEX_FILE), lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+    def write(tmp: str) -> None:
+        Path(tmp).write_text(text, encoding="utf-8")
+
+    checkpoint_io.atomic_write(os.path.join(folder, INDEX_FILE), write)
 
 
 def _mtime(path: str) -> float:
@@ -458,7 +465,7 @@ def _module_of(module: torch.nn.Module) -> torch.nn.Module:
 
 
 def _save_stratagem_model(model: Any) -> dict[str, Any]:
-    optimizer = getattr(model, "optimizer", None)
+    optimizer: Any = getattr(model, "optimizer", None)
     return {"weights": {k: v.detach().cpu().clone() for k, v in _module_of(model.module).state_dict().items()},
             "optimizer": optimizer.state_dict() if callable(getattr(optimizer, "state_dict", None)) else None}
 
@@ -491,6 +498,13 @@ def _restore_objects(objects: dict[str, Any], saved: dict[str, Any], kinds: dict
 
 
 def _assign_all(variables: list[Any], values: list[torch.Tensor], status: CheckpointLoadStatus, where: str) -> None:
+    if values and not variables:
+        # NOTE: TF would hold the values until the weights exist; assigned now, they would be lost silently.
+        raise CheckpointError(
+            f"Cannot restore {where!r}: it has no weights yet (a Keras model builds them on its first call, or from "
+            f"keras.Input), and the checkpoint holds {len(values)} values for it. Build it first: call it once on a "
+            "batch, or start a Sequential with keras.Input(shape). Received: 0 weights"
+        )
     if len(values) != len(variables):
         status.unmatched.extend(f"{where}[{i}]" for i in range(len(values), len(variables)))
         status.unused.extend(f"{where}[{i}]" for i in range(len(variables), len(values)))
@@ -535,7 +549,7 @@ def _build_keras_optimizers(objects: dict[str, Any], saved: dict[str, Any]) -> N
 
 def _restore_stratagem_model(model: Any, saved: dict[str, Any], status: CheckpointLoadStatus, where: str) -> None:
     _restore_torch_module(model.module, saved["weights"], status, where)
-    optimizer = getattr(model, "optimizer", None)
+    optimizer: Any = getattr(model, "optimizer", None)
     if saved.get("optimizer") is not None and callable(getattr(optimizer, "load_state_dict", None)):
         optimizer.load_state_dict(saved["optimizer"])
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
+from stratagem._nest import map_structure
 from stratagem.distribute import context
 from stratagem.distribute.capabilities import AppliesUpdates
 from stratagem.distribute.input_context import InputContext
@@ -85,7 +86,8 @@ class Strategy(abc.ABC):
             _guard_keras_loops()
         context.push(self)
         try:
-            yield self
+            with _keras_device(self._device):
+                yield self
         finally:
             context.pop(self)
 
@@ -102,10 +104,11 @@ class Strategy(abc.ABC):
         with context.replica_context(self):
             return fn(*args, **kwargs)
 
-    def reduce(self, reduce_op: ReduceOp | str, value: torch.Tensor | PerReplica, axis: int | None = None) -> torch.Tensor:
+    def reduce(self, reduce_op: ReduceOp | str, value: Any, axis: int | None = None) -> Any:
         """Combines ``value`` across replicas, and along ``axis`` first if given.
 
-        ``MEAN`` with an ``axis`` averages over every element of that axis on
+        ``value`` is a tensor, a ``PerReplica``, a number, or a nested structure
+        (dict, list, tuple) of them. ``MEAN`` with an ``axis`` averages over every element of that axis on
         every replica (weighting each replica by its element count), as
         ``tf.distribute.Strategy.reduce`` does.
 
@@ -113,6 +116,8 @@ class Strategy(abc.ABC):
             >>> total = strategy.reduce("sum", per_replica_loss, axis=None)  # doctest: +SKIP
         """
         op = ReduceOp.parse(reduce_op)
+        if isinstance(value, (dict, list, tuple)):  # a nested structure of values, as TF's reduce takes
+            return map_structure(lambda leaf: self.reduce(op, leaf, axis), value)
         tensor = unwrap(value)
         if axis is None:
             out = self._all_reduce(tensor, ReduceOp.SUM if op is ReduceOp.MEAN else op)
@@ -284,3 +289,13 @@ def _guard_keras_loops() -> None:
         from stratagem.models.keras_internals import guard_keras_loops
 
         guard_keras_loops()
+
+
+def _keras_device(device: torch.device) -> contextlib.AbstractContextManager[Any]:
+    # NOTE: Keras's torch backend makes its variables and tensors on the GPU whenever there is one; Keras
+    # objects built in this scope are made on this strategy's device instead (a CPU strategy on a GPU machine).
+    if "keras" not in sys.modules:
+        return contextlib.nullcontext()
+    from stratagem.models.keras_model import keras_device
+
+    return keras_device(device)

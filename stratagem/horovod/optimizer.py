@@ -210,9 +210,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
         """Synchronizes the gradients (unless in ``skip_synchronize``), then steps the wrapped optimizer."""
         if self._should_synchronize:
             if self._synchronized:
-                warnings.warn("optimizer.step() was called after optimizer.synchronize() outside "
-                              "optimizer.skip_synchronize(): the gradients are all-reduced a second time. Wrap "
-                              "step() in `with optimizer.skip_synchronize():` after synchronize().", stacklevel=2)
+                warnings.warn("optimizer.step() called without optimizer.skip_synchronize() context after "
+                              "optimizer.synchronize(): the gradients are all-reduced a second time, which costs "
+                              "time. Wrap step() in `with optimizer.skip_synchronize():` after synchronize().",
+                              stacklevel=2)
             self.synchronize()
         self._synchronized = False
         return self._optimizer.step(closure) if closure is not None else self._optimizer.step()

@@ -27,7 +27,7 @@ from stratagem import losses as losses_lib
 from stratagem import metrics as metrics_lib
 from stratagem import optimizers as optimizers_lib
 from stratagem.models.keras_internals import local_result
-from stratagem.models.keras_model import check_torch_backend, imported_keras
+from stratagem.models.keras_model import check_torch_backend, imported_keras, keras_device
 from stratagem.optimizers import schedules as schedules_lib
 
 
@@ -46,7 +46,9 @@ class KerasLoss(losses_lib.Loss):
         ops = imported_keras().ops  # type: ignore[union-attr]
         # As keras.losses.Loss.__call__: both sides in the loss's dtype before its call.
         dtype = self.keras_loss.dtype
-        return self.keras_loss.call(ops.convert_to_tensor(y_true, dtype=dtype), ops.convert_to_tensor(y_pred, dtype=dtype))
+        with keras_device(y_pred.device):
+            return self.keras_loss.call(ops.convert_to_tensor(y_true, dtype=dtype),
+                                        ops.convert_to_tensor(y_pred, dtype=dtype))
 
 
 class KerasMetric(metrics_lib.Metric):
@@ -65,7 +67,12 @@ class KerasMetric(metrics_lib.Metric):
         return [variable.value for variable in self.keras_metric.variables]
 
     def update_state(self, y_true: torch.Tensor, y_pred: torch.Tensor, sample_weight: torch.Tensor | None = None) -> None:
-        with torch.no_grad():
+        with torch.no_grad(), keras_device(y_pred.device):
+            for variable in self.keras_metric.variables:
+                # Made on Keras's default device (the GPU if any) when the metric was created: keep them with
+                # the values they sum.
+                if variable.value.device != y_pred.device:
+                    variable.value.data = variable.value.data.to(y_pred.device)
             self.keras_metric.update_state(y_true, y_pred, sample_weight=sample_weight)
 
     def result(self) -> torch.Tensor:

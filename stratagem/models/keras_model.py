@@ -18,6 +18,7 @@ This module never imports Keras: a Keras object can only exist once the user imp
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import sys
@@ -41,6 +42,20 @@ def is_keras_layer(value: Any) -> bool:
     """Whether ``value`` is a Keras layer or model (whatever Keras's backend)."""
     keras = imported_keras()
     return keras is not None and isinstance(value, keras.Layer)
+
+
+def keras_device(device: torch.device) -> Any:
+    """A context in which Keras makes its tensors on ``device``.
+
+    Keras's torch backend puts every tensor it makes (inputs converted in a layer's call, a loss's
+    labels, a metric's values) on its own default device, the GPU whenever there is one, whatever
+    device the strategy placed the model on: Keras code that stratagem runs runs inside this.
+    """
+    keras = imported_keras()
+    assert keras is not None, "a Keras object exists, so Keras was imported"
+    # "cpu", not "cpu:0": Keras moves each new variable to its device, and torch copies a CPU tensor "to" cpu:0
+    # (devices compare unequal), which turns a Parameter into a plain tensor.
+    return keras.device(str(device))
 
 
 def check_torch_backend(keras: Any, what: str) -> None:
@@ -109,7 +124,13 @@ class KerasModule(nn.Module):
                 holder.register_parameter(name, tensor)  # frozen layers: requires_grad=False, as Keras sets
 
     def forward(self, inputs: Any) -> Any:
-        return self.keras_model(inputs, training=self.training)
+        with keras_device(self.device):
+            return self.keras_model(inputs, training=self.training)
+
+    @property
+    def device(self) -> torch.device:
+        """Where this module's weights are: the device its strategy moved it to."""
+        return next(itertools.chain(self.parameters(), self.buffers())).device
 
     @override
     def _apply(self, fn: Any, recurse: bool = True) -> KerasModule:

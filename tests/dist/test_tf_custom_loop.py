@@ -106,6 +106,12 @@ def _worker_train_and_save(rank: int, world_size: int, folder: str) -> dict:
     return out
 
 
+def _worker_central_storage(rank: int, world_size: int) -> dict:
+    strategy = tf.distribute.experimental.CentralStorageStrategy(compute_devices=["/cpu:0", "/cpu:1"])
+    run = _train(strategy, "sgd_momentum", seed=100 + rank)
+    return {"losses": run["losses"], "weights": run["weights"], "accuracy": float(run["metric"].result())}
+
+
 def _restore_fresh(strategy: object, folder: str, seed: int) -> dict:
     scope = strategy.scope() if strategy is not None else _null_scope()
     with scope:
@@ -141,6 +147,15 @@ def test_gradient_tape_loop_on_two_replicas_matches_one_replica_on_global_batch(
         np.testing.assert_allclose(run["losses"], reference["losses"], rtol=1e-5, atol=1e-6, err_msg=f"rank {rank}")
         for got, want in zip(run["weights"] + run["slots"], reference["weights"] + reference["slots"]):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"rank {rank}")
+
+
+def test_gradient_tape_loop_under_central_storage_matches_one_replica() -> None:
+    reference = _train(None, "sgd_momentum", seed=100)
+    for rank, result in enumerate(run_workers(_worker_central_storage, world_size=2, timeout_s=120)):
+        np.testing.assert_allclose(result["losses"], reference["losses"], rtol=1e-5, atol=1e-6, err_msg=f"rank {rank}")
+        for got, want in zip(result["weights"], reference["weights"]):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"rank {rank}")
+        assert result["accuracy"] == pytest.approx(float(reference["metric"].result()), abs=1e-7)
 
 
 def test_keras_metric_read_outside_run_gives_global_value_on_both_ranks(two_replicas: tuple[list[dict], str]) -> None:

@@ -69,6 +69,8 @@ def test_reduce_with_and_without_axis_and_local_results() -> None:
     value = torch.tensor([[1.0, 2.0], [3.0, 6.0]])
     torch.testing.assert_close(strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), value)
     torch.testing.assert_close(strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=0), torch.tensor([2.0, 4.0]))
+    nested = strategy.reduce("sum", {"loss": torch.tensor(1.5), "parts": [torch.tensor([1.0, 2.0])]}, axis=0)
+    assert float(nested["loss"]) == 1.5 and float(nested["parts"][0]) == 3.0
     per_replica = strategy.run(lambda: torch.tensor(5.0))
     assert strategy.experimental_local_results(per_replica) == (per_replica,)
     wrapped = tf.distribute.PerReplica(torch.tensor(1.0))

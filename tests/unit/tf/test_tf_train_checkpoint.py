@@ -166,3 +166,10 @@ def test_saved_model_save_and_load_of_a_keras_model_predict_the_same(tmp_path: o
     torch.testing.assert_close(loaded(x), model(x, training=False).detach(), rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="signatures"):
         tf.saved_model.save(model, export_dir, signatures={"serving_default": None})
+
+
+def test_restoring_into_an_unbuilt_keras_model_raises_instead_of_losing_the_values(tmp_path: object) -> None:
+    path = tf.train.Checkpoint(model=_keras_model(4)).write(os.path.join(str(tmp_path), "m"))
+    unbuilt = keras.Sequential([keras.layers.Dense(4), keras.layers.Dense(2)])  # no Input: no weights yet
+    with pytest.raises(CheckpointError, match="no weights yet.*call it once"):
+        tf.train.Checkpoint(model=unbuilt).read(path)

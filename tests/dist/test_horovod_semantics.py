@@ -1,0 +1,170 @@
+"""Horovod's semantics that its own test suite checks, in 2 real gloo processes (one spawn).
+
+Mismatched calls raise HorovodInternalError on both ranks and the job goes
+on; int16 travels exactly; integer scaling truncates; alltoall, grouped
+allreduce and reducescatter have Horovod's gradients; grouped and sparse
+collectives; hvd.join stands in with zeros, so a rank with fewer batches
+trains to the same weights as one process on the union of the batches; a
+DistributedOptimizer outside its process set steps locally; elastic state is
+the same on every rank after sync and restore.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.testing import assert_close
+
+from stratagem.testing import run_workers
+
+pytestmark = pytest.mark.dist
+
+
+def _check_mismatches_raise_everywhere(hvd, rank: int) -> None:  # type: ignore[no-untyped-def]
+    cases = [
+        (lambda: hvd.allreduce(torch.ones(3 + rank)), "shapes"),  # gloo would abort the process here
+        (lambda: hvd.allreduce(torch.ones(2, dtype=torch.int32 if rank else torch.float32)), "dtypes"),
+        (lambda: hvd.allgather(torch.ones(2, 3 + rank)), "shapes beyond axis 0"),
+        (lambda: hvd.broadcast(torch.ones(2), root_rank=rank), "root ranks"),
+        (lambda: hvd.reducescatter(torch.ones(4, 1 + rank)), "shapes"),
+        (lambda: hvd.alltoall(torch.ones(2, 1 + rank)), "shapes beyond axis 0"),
+        (lambda: hvd.allreduce(torch.ones(2), op=hvd.Sum if rank else hvd.Max), "reductions"),
+    ]
+    for call, field in cases:
+        with pytest.raises(hvd.HorovodInternalError, match=f"different {field}.*Received"):
+            call()
+    assert hvd.allreduce(torch.ones(2), op=hvd.Sum).tolist() == [2.0, 2.0], "the job goes on after the errors"
+    hvd.allreduce_async(torch.ones(1), name="twice")
+    with pytest.raises(ValueError, match="still in flight"):
+        hvd.allreduce_async(torch.ones(1), name="twice")
+
+
+def _check_dtypes_and_rounding(hvd, rank: int) -> None:  # type: ignore[no-untyped-def]
+    small = torch.tensor([30000, -3, 7], dtype=torch.int16) + rank
+    summed = hvd.allreduce(small, op=hvd.Sum)
+    # int16 arithmetic wraps as Horovod's does: 30000 + 30001 = 60001 -> 60001 - 65536.
+    assert summed.dtype == torch.int16 and summed.tolist() == [60001 - 65536, -5, 15], f"int16 sum: {summed}"
+    assert hvd.allgather(small).tolist() == [30000, -3, 7, 30001, -2, 8]
+    assert hvd.broadcast(small, root_rank=1).tolist() == [30001, -2, 8]
+    # Horovod scales integers in float64 and truncates toward zero: trunc(-7 * 0.5) = -3 on each rank.
+    odd = torch.tensor([-7, 7])
+    assert hvd.allreduce(odd, op=hvd.Sum, prescale_factor=0.5).tolist() == [-6, 6], "prescale truncates"
+    assert hvd.allreduce(odd, op=hvd.Sum, postscale_factor=0.25).tolist() == [-3, 3], "postscale truncates"
+
+
+def _check_gradients_and_grouped(hvd, rank: int) -> None:  # type: ignore[no-untyped-def]
+    rows = torch.arange(4.0).unsqueeze(1).requires_grad_(True)
+    out, received = hvd.alltoall(rows, splits=[1, 3] if rank == 0 else [2, 2])
+    (out * (rank + 1)).sum().backward()
+    # Each row's gradient is the weight of the rank it was sent to: rank 0 weighs 1, rank 1 weighs 2.
+    expected = [1.0, 2.0, 2.0, 2.0] if rank == 0 else [1.0, 1.0, 2.0, 2.0]
+    assert rows.grad.squeeze(1).tolist() == expected, f"alltoall grad: {rows.grad}"
+    pair = [torch.full((2,), 1.0 + rank, requires_grad=True), torch.full((3,), 2.0, requires_grad=True)]
+    summed = hvd.grouped_allreduce(pair, op=hvd.Sum)
+    (summed[0].sum() * (rank + 1) + summed[1].sum()).backward()
+    assert pair[0].grad.tolist() == [3.0, 3.0] and pair[1].grad.tolist() == [2.0] * 3, "grouped_allreduce grad"
+    table = torch.ones(4, 2, requires_grad=True)
+    (hvd.reducescatter(table, op=hvd.Sum) * (rank + 1)).sum().backward()
+    # Rank r's share came from every rank's rows of that share; Horovod's gradient: gathered, times size.
+    assert table.grad[:, 0].tolist() == [2.0, 2.0, 4.0, 4.0], f"reducescatter grad: {table.grad}"
+    gathered = hvd.grouped_allgather([torch.tensor([rank]), torch.full((rank + 1, 2), rank)])
+    assert gathered[0].tolist() == [0, 1] and gathered[1].tolist() == [[0, 0], [1, 1], [1, 1]]
+    shares = hvd.grouped_reducescatter([torch.arange(3.0), torch.ones(2, 2)], op=hvd.Sum)
+    assert shares[0].tolist() == ([0.0, 2.0] if rank == 0 else [4.0]) and shares[1].tolist() == [[2.0, 2.0]]
+    sparse = torch.sparse_coo_tensor([[rank, 2]], [1.0, 10.0], (3,), check_invariants=True)
+    reduced = hvd.sparse_allreduce_async(sparse, name="s", op=hvd.Average)()
+    assert reduced.to_dense().tolist() == [0.5, 0.5, 10.0], f"sparse average: {reduced.to_dense()}"
+
+
+def _check_join(hvd, rank: int) -> dict:  # type: ignore[no-untyped-def]
+    values = torch.tensor([3.0, -5.0])
+    if rank == 0:
+        last = hvd.join()
+        return {"last": last}
+    averaged = hvd.allreduce(values)  # rank 0 stands in with zeros; Average divides by 2
+    ints = hvd.allreduce(torch.tensor([-7, 7]))  # integer average floors, as Horovod: -7 // 2 = -4
+    grouped = hvd.grouped_allreduce([values, torch.ones(2, 2)], op=hvd.Sum)
+    with pytest.raises(hvd.HorovodInternalError, match="not supported while ranks have called hvd.join"):
+        hvd.allgather(values)
+    last = hvd.join()
+    return {"last": last, "averaged": averaged.tolist(), "ints": ints.tolist(), "grouped": grouped[1].tolist()}
+
+
+def _uneven_training(hvd, rank: int, batches: list) -> list:  # type: ignore[no-untyped-def]
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                         named_parameters=model.named_parameters())
+    for x, y in batches[rank::2]:  # rank 0 gets 3 batches, rank 1 gets 2
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+    # Horovod's idiom: the rank that joined last took every step; the others take its weights.
+    hvd.broadcast_parameters(model.state_dict(), root_rank=hvd.join())
+    return [p.detach().tolist() for p in model.parameters()]  # plain data: tensors do not survive the queue
+
+
+def _local_outside_process_set(hvd, rank: int) -> list:  # type: ignore[no-untyped-def]
+    only_zero = hvd.add_process_set([0])
+    torch.manual_seed(0)
+    model = nn.Linear(2, 1)
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0), process_set=only_zero)
+    model(torch.full((1, 2), float(rank + 1))).sum().backward()
+    optimizer.step()  # rank 1 is outside the set: a local step on its own gradient
+    return [p.detach().tolist() for p in model.parameters()]
+
+
+def _elastic_state_agrees(hvd, rank: int) -> None:  # type: ignore[no-untyped-def]
+    model = nn.Linear(1, 1)
+    with torch.no_grad():
+        model.weight.fill_(float(rank + 1))
+    state = hvd.elastic.TorchState(model, batch=10 + rank)
+    state.sync()
+    state.batch = 99
+    with torch.no_grad():
+        model.weight.fill_(-1.0)
+    state.restore()  # back to the synced state, the same on every rank (rank 0's)
+    assert state.batch == 10 and model.weight.item() == 1.0, (state.batch, model.weight.item())
+
+
+def _worker(rank: int, world_size: int, batches: list) -> dict:
+    import stratagem.horovod as hvd
+
+    hvd.init()
+    _check_mismatches_raise_everywhere(hvd, rank)
+    _check_dtypes_and_rounding(hvd, rank)
+    _check_gradients_and_grouped(hvd, rank)
+    joined = _check_join(hvd, rank)
+    _elastic_state_agrees(hvd, rank)
+    return {"join": joined, "uneven": _uneven_training(hvd, rank, batches),
+            "local": _local_outside_process_set(hvd, rank)}
+
+
+def test_horovod_semantics_on_two_ranks_match_horovod() -> None:
+    torch.manual_seed(1)
+    batches = [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(5)]
+    results = run_workers(_worker, 2, args=(batches,), timeout_s=90)
+    assert results[0]["join"] == {"last": 1}
+    assert results[1]["join"] == {"last": 1, "averaged": [1.5, -2.5], "ints": [-4, 3], "grouped": [[1.0, 1.0]] * 2}
+    # Reference: one process; steps 1-2 average both ranks' gradients, step 3 is rank 0's alone
+    # averaged with the joined rank's zeros (half of it), as Horovod's join defines.
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        optimizer.zero_grad()
+        pieces = [batches[2 * step + r] for r in range(2) if 2 * step + r < len(batches)]
+        loss = sum(nn.functional.mse_loss(model(x), y) for x, y in pieces) / 2
+        loss.backward()
+        optimizer.step()
+    for result in results:
+        for got, want in zip(result["uneven"], model.parameters()):
+            assert_close(torch.tensor(got), want.detach(), rtol=1e-6, atol=1e-6)
+    torch.manual_seed(0)
+    local = nn.Linear(2, 1)
+    local(torch.full((1, 2), 2.0)).sum().backward()
+    with torch.no_grad():
+        expected = [p - p.grad for p in local.parameters()]
+    for got, want in zip(results[1]["local"], expected):
+        assert_close(torch.tensor(got), want)
