@@ -74,6 +74,9 @@ class BackupAndRestore(Callback):
                 f"BackupAndRestore needs a folder for its backups, but {str(self.backup_dir)!r} is a file. Pass "
                 f"the path of a folder (created if missing). Received: backup_dir={str(self.backup_dir)!r}")
         self._fit_index = _fits_completed[str(self.backup_dir.resolve())]
+        if self.model.distribute_strategy.is_chief and self.backup_dir.is_dir():
+            # Temporaries of backups a killed job was writing: no save of this job has begun yet.
+            remove_stale_temporaries(self.backup_dir, before_ns=time.time_ns())
         self._done_before_restart = False
         backups = self._backups_newest_first()
         self._counter = max((_number(path) for path in backups), default=0)  # new backups sort after old ones

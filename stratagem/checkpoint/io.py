@@ -61,14 +61,17 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[str], None]) -> 
     remove_stale_temporaries(target.parent, before_ns=started)
 
 
-# Names of temporaries: mkstemp's ``.<name>.<8 chars>.tmp`` above, and save_model's ``<name>.tmp-<16 hex>`` folders.
-_TEMPORARY = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$|^.+\.tmp-[0-9a-f]{16}$")
+# Names of temporaries: mkstemp's ``.<name>.<8 chars>.tmp`` above; safetensors' own ``.tmp<6 letters or digits>``
+# (it writes one and renames it over ours: a kill in between leaves it); save_model's ``<name>.tmp-<16 hex>``
+# folders; and (folders only) the sharded checkpoints' ``.<name>.partial`` and ``.<name>.old`` (checkpoint.sharded).
+_TEMPORARY = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$|^\.tmp[A-Za-z0-9]{6}$|^.+\.tmp-[0-9a-f]{16}$")
+_TEMPORARY_FOLDER = re.compile(r"^\..+\.(partial|old)$")
 
 
 def remove_stale_temporaries(folder: str | os.PathLike[str], *, before_ns: int) -> None:
     """Deletes checkpoint temporaries in ``folder`` last changed before ``before_ns`` (left by killed writes)."""
     for entry in Path(folder).iterdir():
-        if not _TEMPORARY.match(entry.name):
+        if not (_TEMPORARY.match(entry.name) or (_TEMPORARY_FOLDER.match(entry.name) and entry.is_dir())):
             continue
         try:
             if entry.lstat().st_mtime_ns >= before_ns:
@@ -81,8 +84,12 @@ def remove_stale_temporaries(folder: str | os.PathLike[str], *, before_ns: int) 
             continue
 
 
-def raise_if_disk_full(err: BaseException, target: Path) -> None:
-    """Raises ``CheckpointError`` naming ``target`` if ``err`` (or what caused it) is a full disk or quota."""
+def raise_if_disk_full(err: BaseException, target: Path, *, what: str = "checkpoint",
+                       unchanged: str = "The previous checkpoint there is unchanged. ") -> None:
+    """Raises ``CheckpointError`` naming ``target`` if ``err`` (or what caused it) is a full disk or quota.
+
+    ``what`` names the file's kind in the message; ``unchanged`` says what the failed write left as it was.
+    """
     # torch.save reports a failed write as "[enforce fail ...] unexpected pos", with the
     # OSError of the Python file it wrote to as the context; safetensors puts it in the text.
     seen: BaseException | None = err
@@ -90,9 +97,9 @@ def raise_if_disk_full(err: BaseException, target: Path) -> None:
         if (isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT)) \
                 or "No space left on device" in str(seen) or "os error 28" in str(seen):
             raise CheckpointError(
-                f"Cannot write checkpoint {str(target)!r}: no space left on device (the file system of "
-                f"{str(target.parent)!r} is full, or its quota is used up). The previous checkpoint there is "
-                "unchanged. Free some space or write to another folder. "
+                f"Cannot write {what} {str(target)!r}: no space left on device (the file system of "
+                f"{str(target.parent)!r} is full, or its quota is used up). {unchanged}"
+                "Free some space or write to another folder. "
                 f"Received: {type(err).__name__}: {str(err)[:200]}"
             ) from err
         seen = seen.__cause__ or seen.__context__

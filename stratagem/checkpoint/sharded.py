@@ -32,7 +32,7 @@ from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from typing_extensions import override
 
-from stratagem.checkpoint.io import fsync_path
+from stratagem.checkpoint.io import fsync_path, remove_stale_temporaries
 from stratagem.checkpoint.unpickling import refused, unpickle
 from stratagem.errors import CheckpointError
 
@@ -80,9 +80,12 @@ class ShardedCheckpoint:
         strategy = self._model.distribute_strategy
         target = Path(directory)
         partial = target.parent / f".{target.name}.partial"
+        started = 0  # the file system's clock, as the leftovers' times are (the chief's only is used)
         if strategy.is_chief:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.rmtree(partial, ignore_errors=True)  # left by a save that crashed
+            partial.mkdir()
+            started = partial.stat().st_mtime_ns
         _barrier(strategy)  # no rank writes into the partial folder before the chief has cleared it
         state = _state_dict(self._model)
         if not async_save:
@@ -93,7 +96,7 @@ class ShardedCheckpoint:
                 raise CheckpointError(f"Saving the sharded checkpoint {str(target)!r} failed on some rank: "
                                       f"{str(err)[:500]}") from err
             if strategy.is_chief:
-                _commit(partial, target)
+                _commit(partial, target, started_ns=started)
             _barrier(strategy)  # when save returns, every rank can read the folder
             return None
         if self._group is None and dist.is_initialized():
@@ -103,7 +106,7 @@ class ShardedCheckpoint:
         with _one_process_quietly():
             written = dcp.async_save(state, checkpoint_id=partial, process_group=self._group,
                                      no_dist=not dist.is_initialized())
-        self._pending = _then_commit(written, partial, target, chief=strategy.is_chief)
+        self._pending = _then_commit(written, partial, target, chief=strategy.is_chief, started_ns=started)
         return self._pending
 
     def restore(self, directory: str | os.PathLike[str]) -> None:
@@ -187,8 +190,11 @@ def _barrier(strategy: Any) -> None:
         strategy.reduce("sum", torch.zeros(1, device=strategy.device), axis=None)
 
 
-def _commit(partial: Path, target: Path) -> None:
-    """Renames the finished ``partial`` folder to ``target``: the step that makes the checkpoint exist."""
+def _commit(partial: Path, target: Path, *, started_ns: int) -> None:
+    """Renames the finished ``partial`` folder to ``target``: the step that makes the checkpoint exist.
+
+    Then deletes what saves killed before ``started_ns`` left beside it (their partial folders).
+    """
     for path in partial.iterdir():  # DCP's writer fsyncs its data files; make sure of every file and the folder
         fsync_path(path)
     fsync_path(partial)
@@ -199,9 +205,11 @@ def _commit(partial: Path, target: Path) -> None:
     os.replace(partial, target)
     fsync_path(target.parent)
     shutil.rmtree(old, ignore_errors=True)
+    remove_stale_temporaries(target.parent, before_ns=started_ns)
 
 
-def _then_commit(written: Any, partial: Path, target: Path, *, chief: bool) -> concurrent.futures.Future[str]:
+def _then_commit(written: Any, partial: Path, target: Path, *, chief: bool,
+                 started_ns: int) -> concurrent.futures.Future[str]:
     """A future that completes once ``written`` has and the chief has renamed ``partial`` into place."""
     done: concurrent.futures.Future[str] = concurrent.futures.Future()
 
@@ -209,7 +217,7 @@ def _then_commit(written: Any, partial: Path, target: Path, *, chief: bool) -> c
         try:
             future.result()
             if chief:
-                _commit(partial, target)
+                _commit(partial, target, started_ns=started_ns)
             done.set_result(str(target))
         except BaseException as err:  # handed to whoever waits on the future
             done.set_exception(CheckpointError(f"Saving the sharded checkpoint {str(target)!r} failed: {err}"))

@@ -18,10 +18,15 @@ file means a complete cache. Files are read with ``allow_pickle=False``.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
+import re
+import socket
 import uuid
 import zipfile
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,6 +34,7 @@ import torch
 
 from stratagem.data.dataset import Dataset
 from stratagem.data.iterator import DatasetIterator, IterContext
+from stratagem.checkpoint.io import raise_if_disk_full
 from stratagem.data.options import INFINITE_CARDINALITY
 from stratagem.errors import CheckpointError
 
@@ -276,7 +282,7 @@ class _FileWriter:
 
     def __init__(self, store: _FileStore) -> None:
         self._store = store
-        self._token = f"tmp-{os.getpid()}-{uuid.uuid4().hex}"
+        self._token = f"tmp-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex}"  # see _remove_leftovers
         self._pending: dict[str, np.ndarray] = {}
         self._temps: list[str] = []
         self._count = 0
@@ -302,12 +308,16 @@ class _FileWriter:
         directory = os.path.dirname(self._store.prefix)
         if directory:
             os.makedirs(directory, exist_ok=True)
-        temp = f"{self._store.chunk_path(len(self._temps))}.{self._token}"
-        with open(temp, "wb") as f:  # a file object: np.savez would append ".npz" to a name
+        path = self._store.chunk_path(len(self._temps))
+
+        def write(f: Any) -> None:  # a file object: np.savez would append ".npz" to a name
             np.savez(f, **self._pending)  # type: ignore[arg-type]  # numpy's stub types **kwds too narrowly
-            f.flush()
-            os.fsync(f.fileno())  # on disk before the index can name it
-        self._temps.append(temp)
+
+        try:
+            self._temps.append(_write_temporary(path, self._token, write))
+        except BaseException:
+            self.abort()  # the chunks written before go too: this pass records nothing
+            raise
         self._pending = {}
 
     def commit(self, seed: int) -> None:
@@ -321,19 +331,60 @@ class _FileWriter:
         self._temps = []
         index = {"version": _INDEX_VERSION, "num_elements": self._count, "chunk_size": _CHUNK_SIZE,
                  "num_leaves": self._num_leaves, "structure": self._structure, "seed": int(seed)}
-        temp = f"{self._store.index_path}.{self._token}"
-        with open(temp, "w", encoding="utf-8") as f:
-            json.dump(index, f)
-            f.flush()
-            os.fsync(f.fileno())
+        temp = _write_temporary(self._store.index_path, self._token, lambda f: f.write(json.dumps(index).encode()))
         os.replace(temp, self._store.index_path)  # the index appears last: it marks the cache complete
         self._store._index = index
+        _remove_leftovers(self._store.prefix)
 
     def abort(self) -> None:
         for temp in self._temps:
             if os.path.exists(temp):
                 os.remove(temp)
         self._temps, self._pending = [], {}
+
+
+def _write_temporary(path: str, token: str, write: Callable[[Any], object]) -> str:
+    """Writes ``<path>.<token>`` with ``write(file)`` and fsyncs it; on failure removes it and names ``path``.
+
+    Raises:
+        CheckpointError: If the disk (or quota) is full.
+    """
+    temp = f"{path}.{token}"
+    try:
+        with open(temp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())  # on disk before the index can name it
+    except BaseException as err:
+        with contextlib.suppress(OSError):
+            os.remove(temp)
+        raise_if_disk_full(err, Path(path), what="cache file",
+                           unchanged="The cache is not written; its temporary files are removed. ")
+        raise
+    return temp
+
+
+def _remove_leftovers(prefix: str) -> None:
+    """Deletes the temporary files of writers of ``prefix`` on this host whose process is gone (killed)."""
+    folder, name = os.path.split(prefix)
+    pattern = re.compile(re.escape(name) + r"\.(\d+\.npz|index\.json)\.tmp-(?P<host>.+)-(?P<pid>\d+)-[0-9a-f]{32}$")
+    host = socket.gethostname()
+    for entry in os.listdir(folder or "."):
+        match = pattern.match(entry)
+        # NOTE: a process id names a process on its own host only; another host's writer may still be at work.
+        if match and match["host"] == host and not _is_running(int(match["pid"])):
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(folder, entry))
+
+
+def _is_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _corrupt(path: str, err: BaseException) -> CheckpointError:

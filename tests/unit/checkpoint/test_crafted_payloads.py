@@ -12,7 +12,6 @@ import io
 import zipfile
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -21,6 +20,7 @@ import stratagem
 from stratagem.callbacks import BackupAndRestore
 from stratagem.checkpoint import ShardedCheckpoint, load_sharded, load_state
 from stratagem.errors import CheckpointError
+from tests.unit.checkpoint._small import small_data, small_model
 
 _UNSAFE = "could run code"
 
@@ -53,18 +53,6 @@ def crafted(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[bytes, Path
     return (_payload(marker) if request.param == "bare" else _zipped_payload(marker)), marker
 
 
-def _model() -> stratagem.Model:
-    torch.manual_seed(0)
-    model = stratagem.Model(nn.Sequential(nn.Linear(4, 3)))
-    model.compile(optimizer="adam", loss=stratagem.losses.SparseCategoricalCrossentropy(from_logits=True))
-    return model
-
-
-def _xy() -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(0)
-    return rng.normal(size=(16, 4)).astype(np.float32), rng.integers(0, 3, size=16)
-
-
 def test_the_payload_runs_its_command_under_plain_pickle(tmp_path: Path) -> None:
     # The test's own check: the bytes are the attack (pickle.loads would run it), so a refusal below means something.
     import pickle
@@ -76,7 +64,7 @@ def test_the_payload_runs_its_command_under_plain_pickle(tmp_path: Path) -> None
 
 def test_sharded_metadata(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
-    model = _model()
+    model = small_model()
     ShardedCheckpoint(model).save(tmp_path / "ckpt")
     (tmp_path / "ckpt" / ".metadata").write_bytes(_payload(marker))
     with pytest.raises(CheckpointError, match=rf"ckpt/\.metadata.*{_UNSAFE}.*os\.system"):
@@ -93,22 +81,22 @@ def test_load_state_and_load_weights(tmp_path: Path, crafted: tuple[bytes, Path]
     with pytest.raises(CheckpointError, match=rf"weights\.pt.*{_UNSAFE}"):
         load_state(path)
     with pytest.raises(CheckpointError, match=rf"weights\.pt.*{_UNSAFE}"):
-        _model().load_weights(str(path))
+        small_model().load_weights(str(path))
     assert not marker.exists()
 
 
 @pytest.mark.parametrize("name", ["weights.safetensors", "model.pt2", "metadata.json"])
 def test_load_model(tmp_path: Path, crafted: tuple[bytes, Path], name: str) -> None:
     payload, marker = crafted
-    model = _model()
-    model.fit(*_xy(), epochs=1, verbose=0)
+    model = small_model()
+    model.fit(*small_data(), epochs=1, verbose=0)
     model.save(str(tmp_path / "saved"))
     (tmp_path / "saved" / name).write_bytes(payload)
     with pytest.raises(CheckpointError, match=name.replace(".", r"\.")):
         stratagem.models.load_model(str(tmp_path / "saved"))
     if name == "weights.safetensors":  # load_weights of a model.save folder reads its weights only
         with pytest.raises(CheckpointError, match=r"weights\.safetensors"):
-            _model().load_weights(str(tmp_path / "saved"))
+            small_model().load_weights(str(tmp_path / "saved"))
     assert not marker.exists()
 
 
@@ -117,7 +105,7 @@ def test_backup_and_restore_file(tmp_path: Path, crafted: tuple[bytes, Path]) ->
     (tmp_path / "backup").mkdir()
     (tmp_path / "backup" / "backup-1.pt").write_bytes(payload)
     with pytest.raises(CheckpointError, match=rf"backup-1\.pt.*{_UNSAFE}"), pytest.warns(UserWarning, match="Skipping"):
-        _model().fit(*_xy(), epochs=1, verbose=0, callbacks=[BackupAndRestore(tmp_path / "backup")])
+        small_model().fit(*small_data(), epochs=1, verbose=0, callbacks=[BackupAndRestore(tmp_path / "backup")])
     assert not marker.exists()
 
 
@@ -125,15 +113,15 @@ def test_backup_and_restore_sharded_training_state(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     strategy = stratagem.distribute.ShardedDataParallelStrategy()  # one replica: shards beside the backup file
     with strategy.scope():
-        model = _model()
+        model = small_model()
     with pytest.raises(KeyboardInterrupt):  # killed in epoch 2, after the backup of epoch 1
-        model.fit(*_xy(), epochs=2, verbose=0, callbacks=[BackupAndRestore(tmp_path / "backup"), _StopInEpoch2()])
+        model.fit(*small_data(), epochs=2, verbose=0, callbacks=[BackupAndRestore(tmp_path / "backup"), _StopInEpoch2()])
     assert (tmp_path / "backup" / "backup-1.shards" / ".metadata").is_file()
     (tmp_path / "backup" / "backup-1.shards" / ".metadata").write_bytes(_payload(marker))
     with strategy.scope():
-        again = _model()
+        again = small_model()
     with pytest.raises(CheckpointError, match=rf"backup-1\.shards.*{_UNSAFE}"):
-        again.fit(*_xy(), epochs=2, verbose=0, callbacks=[BackupAndRestore(tmp_path / "backup")])
+        again.fit(*small_data(), epochs=2, verbose=0, callbacks=[BackupAndRestore(tmp_path / "backup")])
     assert not marker.exists()
 
 
@@ -148,10 +136,10 @@ def test_estimator_checkpoint(tmp_path: Path, crafted: tuple[bytes, Path]) -> No
     from stratagem.estimator import model_to_estimator
 
     payload, marker = crafted
-    x, y = _xy()
+    x, y = small_data()
     input_fn = lambda: Dataset.from_tensor_slices((x, y)).batch(4)  # noqa: E731
     (tmp_path / "model.ckpt-5.pt").write_bytes(payload)
-    estimator = model_to_estimator(_model(), model_dir=str(tmp_path))
+    estimator = model_to_estimator(small_model(), model_dir=str(tmp_path))
     with pytest.raises(CheckpointError, match=rf"model\.ckpt-5\.pt.*{_UNSAFE}"):
         estimator.train(input_fn, steps=1)
     with pytest.raises(CheckpointError, match=rf"model\.ckpt-5\.pt.*{_UNSAFE}"):
@@ -199,8 +187,8 @@ def test_a_real_sharded_metadata_names_only_allowed_globals(tmp_path: Path) -> N
     # What DCP writes must load: the exact list is complete for weights, Adam state and hyperparameters.
     from stratagem.checkpoint.unpickling import unpickle
 
-    model = _model()
-    model.fit(*_xy(), epochs=1, verbose=0)
+    model = small_model()
+    model.fit(*small_data(), epochs=1, verbose=0)
     ShardedCheckpoint(model).save(tmp_path / "ckpt")
     metadata = unpickle((tmp_path / "ckpt" / ".metadata").read_bytes(), path="metadata")
     assert type(metadata).__name__ == "Metadata" and any("optimizer" in key for key in metadata.state_dict_metadata)
