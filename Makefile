@@ -29,7 +29,7 @@ test: .venv/.stamp
 
 # Every benchmark runs even if an earlier one misses a goal; the target fails if any did.
 bench: .venv/.stamp
-	$(PY) bench/bench_fit.py; fit=$$?; $(PY) bench/bench_data.py; data=$$?; $(PY) bench/bench_ps.py; ps=$$?; $(PY) bench/bench_scaling.py; scaling=$$?; $(PY) bench/bench_keras.py; keras=$$?; exit $$((fit || data || ps || scaling || keras))
+	$(PY) bench/bench_fit.py; fit=$$?; $(PY) bench/bench_data.py; data=$$?; $(PY) bench/bench_ps.py; ps=$$?; $(PY) bench/bench_scaling.py; scaling=$$?; $(PY) bench/bench_keras.py; keras=$$?; $(PY) bench/bench_tfrecord.py; tfrecord=$$?; exit $$((fit || data || ps || scaling || keras || tfrecord))
 
 # Type-checks the package (STYLE section 9); mypy is installed on first use, not for make test.
 lint: .venv/.stamp

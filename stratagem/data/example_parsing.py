@@ -16,7 +16,9 @@ values and ``[batch]`` lengths.
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -125,16 +127,21 @@ def parse_example(serialized: Any, features: Mapping[str, Any], example_names: A
     if isinstance(serialized, (bytes, str)) or (isinstance(serialized, np.ndarray) and serialized.ndim == 0):
         return parse_single_example(serialized, features)
     plans = [_plan(key, spec, features) for key, spec in features.items()]
-    records = [record_bytes(record) for record in serialized]
-    columns: list[list[Any]] = [[] for _ in plans]
-    for index, record in enumerate(records):
-        feature_map = _parse_record(record, index).features.feature
-        for plan, column in zip(plans, columns):
-            column.append(plan.values(feature_map.get(plan.key), index))
+    feature_maps = _feature_maps([record_bytes(record) for record in serialized])
     out: dict[str, Any] = {}
-    for plan, column in zip(plans, columns):
-        out.update(plan.assemble(column, len(records)))
+    for plan in plans:
+        out.update(plan.assemble(plan.column(feature_maps), len(feature_maps)))
     return out
+
+
+def _feature_maps(records: list[bytes]) -> list[Any]:
+    """Each record's ``features.feature`` map, parsed by protobuf."""
+    try:
+        return [Example.FromString(record).features.feature for record in records]
+    except Exception:  # protobuf's DecodeError; its module path differs between protobuf releases
+        for index, record in enumerate(records):
+            _parse_record(record, index)  # raises, naming the record
+        raise
 
 
 class _Plan:
@@ -146,6 +153,7 @@ class _Plan:
         self.size = math.prod(self.shape)
         self.dtype = _NUMPY[kind]
         self.default = self._default()
+        self._getter = operator.attrgetter(f"{kind}.value")
 
     def _default(self) -> Any:
         value = getattr(self.spec, "default_value", None)
@@ -161,19 +169,29 @@ class _Plan:
             return _bad_spec(self.key, f"its default_value must have shape {list(self.shape)}", value)
         return array.reshape(self.shape)
 
-    def values(self, feature: Any, index: int) -> Any:
-        """This key's values in one example (a protobuf repeated field), or None when it is absent."""
-        if feature is None:
-            if self.default is None and isinstance(self.spec, FixedLenFeature):
-                raise ValueError(
-                    f"Feature: {self.key} (data type: {_TYPE_NAMES[self.kind]}) is required but could not be "
-                    f"found in example {index}. Give the FixedLenFeature a default_value, or fix the data. "
-                    f"Received: example {index} without key {self.key!r}"
-                )
-            return None
-        values = getattr(feature, self.kind).value
-        if isinstance(self.spec, FixedLenFeature) and len(values) != self.size or not values:
-            self._check(feature, values, index)
+    def column(self, feature_maps: list[Any]) -> list[Any]:
+        """This key's values in each example (protobuf repeated fields; None where it is absent).
+
+        Column by column, with C-level getters: this loop is the parsing cost.
+        """
+        features = [feature_map.get(self.key) for feature_map in feature_maps]
+        if None in features:
+            values = [None if feature is None else getattr(feature, self.kind).value for feature in features]
+            for index, feature in enumerate(features):
+                if feature is None and self.default is None and isinstance(self.spec, FixedLenFeature):
+                    raise ValueError(
+                        f"Feature: {self.key} (data type: {_TYPE_NAMES[self.kind]}) is required but could not be "
+                        f"found in example {index}. Give the FixedLenFeature a default_value, or fix the data. "
+                        f"Received: example {index} without key {self.key!r}"
+                    )
+        else:
+            values = list(map(self._getter, features))
+        lengths = [0 if v is None else len(v) for v in values]
+        expected = self.size if isinstance(self.spec, FixedLenFeature) else None
+        if expected is None or lengths.count(expected) != len(lengths):
+            for index, (feature, length) in enumerate(zip(features, lengths)):
+                if feature is not None and (length == 0 or expected is not None and length != expected):
+                    self._check(feature, values[index], index)
         return values
 
     def _check(self, feature: Any, values: Any, index: int) -> None:
@@ -201,10 +219,8 @@ class _Plan:
                 self.key + LENGTHS_SUFFIX: lengths}
 
     def _fixed(self, column: list[Any], batch_size: int) -> Any:
-        if all(values is not None for values in column):
-            flat: list[Any] = []
-            for values in column:
-                flat.extend(values)
+        if None not in column:
+            flat = list(itertools.chain.from_iterable(column))
             return _array(flat, self.dtype).reshape((batch_size, *self.shape))
         out = np.empty((batch_size, *self.shape), dtype=self.dtype)
         for row, values in enumerate(column):

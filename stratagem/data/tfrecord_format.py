@@ -188,6 +188,8 @@ class TFRecordWriter:
 
 def record_bytes(record: Any) -> bytes:
     """A record (a serialized Example) as ``bytes``: from bytes-like, ``str`` (UTF-8) or a 0-d array of one."""
+    if type(record) is bytes:  # the common case, first: parse_example calls this once per record
+        return record
     if isinstance(record, np.ndarray) and record.ndim == 0:
         record = record.item()
     if isinstance(record, str):

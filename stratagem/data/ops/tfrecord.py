@@ -3,7 +3,7 @@
 The file format (framing, CRC checks, compression) is ``stratagem.data.tfrecord_format``;
 this module is the op. Files are read in order by one reader at a time, or,
 with ``num_parallel_reads``, interleaved one record at a time from that many
-files as tf.data does (it is ``InterleaveDataset`` over the names).
+files in tf.data's order (``InterleaveDataset`` over the names).
 """
 
 from __future__ import annotations
@@ -42,9 +42,11 @@ class TFRecordDataset(FileSourceDataset):
         buffer_size: Bytes read from a file at a time (None: 256 KiB, TF's
             default; 0: no read-ahead).
         num_parallel_reads: None or 1 to read the files one after another;
-            N (or ``AUTOTUNE``: the number of cores) to read N files at once
-            in background threads, their records interleaved one at a time in a
-            fixed order, as tf.data does.
+            N (or ``AUTOTUNE``: the number of cores) to read N files at once,
+            their records interleaved one at a time in tf.data's deterministic
+            order. The N readers take turns in the calling thread: a record is
+            a few microseconds of Python, which a thread handoff per record
+            would cost several times over (files are read 256 KiB at a time).
         name: Accepted for TF's signature.
 
     Raises:
@@ -83,7 +85,7 @@ class TFRecordDataset(FileSourceDataset):
         names = self._parents[0] if self._files is None else TensorSliceDataset(list(self._files))
         cycle_length = (os.cpu_count() or 1) if self.num_parallel_reads == AUTOTUNE else self.num_parallel_reads
         return InterleaveDataset(names, self._one_file, cycle_length=cycle_length, block_length=1,
-                                 num_parallel_calls=cycle_length, deterministic=True)
+                                 num_parallel_calls=None, deterministic=True)
 
     def _one_file(self, name: Any) -> TFRecordDataset:
         return TFRecordDataset(name, self.compression_type, self.buffer_size)
