@@ -22,9 +22,10 @@ pytestmark = [pytest.mark.dist, pytest.mark.timeout(240)]
 
 GLOBAL_BATCH = 8
 STEPS = 6
+# Keras used directly (SGD with momentum), and through the facade as a TF script writes it (tf.keras, Adam).
 OPTIMIZERS = {
     "sgd_momentum": lambda: keras.optimizers.SGD(learning_rate=0.1, momentum=0.9),
-    "adam": lambda: keras.optimizers.Adam(learning_rate=0.01),
+    "adam": lambda: tf.keras.optimizers.Adam(learning_rate=0.01),
 }
 
 
@@ -35,8 +36,11 @@ def _data() -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def _model(seed: int) -> keras.Model:
+def _model(seed: int, facade: bool) -> keras.Model:
     keras.utils.set_random_seed(seed)
+    if facade:
+        return tf.keras.Sequential([tf.keras.Input((6,)), tf.keras.layers.Dense(16, activation="relu"),
+                                    tf.keras.layers.Dense(4)])
     return keras.Sequential([keras.Input((6,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(4)])
 
 
@@ -44,8 +48,10 @@ def _train(strategy: object, optimizer_name: str, seed: int) -> dict:
     """Seed 002 / TF's custom_training tutorial, with the strategy given (or none: one replica)."""
     scope = strategy.scope() if strategy is not None else _null_scope()
     with scope:
-        model = _model(seed)  # under 2 replicas: each rank seeds differently; the chief's weights win
-        loss_object = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+        facade = optimizer_name == "adam"
+        model = _model(seed, facade)  # under 2 replicas: each rank seeds differently; the chief's weights win
+        loss_object = (tf.keras if facade else keras).losses.SparseCategoricalCrossentropy(from_logits=True,
+                                                                                           reduction="none")
         optimizer = OPTIMIZERS[optimizer_name]()
         train_accuracy = keras.metrics.SparseCategoricalAccuracy(name="train_accuracy")
         train_loss = keras.metrics.Mean(name="train_loss")
@@ -115,7 +121,7 @@ def _worker_central_storage(rank: int, world_size: int) -> dict:
 def _restore_fresh(strategy: object, folder: str, seed: int) -> dict:
     scope = strategy.scope() if strategy is not None else _null_scope()
     with scope:
-        model = _model(seed)
+        model = _model(seed, facade=True)
         optimizer = OPTIMIZERS["adam"]()
         metric = keras.metrics.SparseCategoricalAccuracy(name="train_accuracy")
         step = keras.Variable(0, dtype="int64", trainable=False)
