@@ -6,8 +6,10 @@ of the server and of the chief's coordination service over and over, with no
 secret and with a wrong one. Every answer must be ``UNAUTHENTICATED``, and the
 job must end exactly as training without strangers does: same weights and
 losses as one process, each step applied once. The chief starts its steps only
-once every method has been refused (``TEST_HOLD_UNTIL``): a job that starts in
-a fraction of a second must not end before the strangers reached both services.
+once every method has been refused (``TEST_START_AFTER``): a job that starts in
+a fraction of a second must not end before the strangers reached both services;
+and it shuts its service down only after the strangers stopped
+(``TEST_EXIT_AFTER``), so no call is cut off (``CANCELLED``) by its exit.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from stratagem.distribute import job_secret
 from stratagem.distribute.ps import coordination, rpc, server, wire
 from stratagem.distribute.ps.auth import Credentials
 from stratagem.testing.ps_cluster import LocalPSCluster
-from tests.dist.test_parameter_server_training import SCRIPTS, _reference
+from tests.dist.test_parameter_server_training import SCRIPTS, _reference, _wait_for
 
 pytestmark = pytest.mark.dist
 
@@ -76,21 +78,24 @@ def _attack(addresses: dict[str, str], stop: threading.Event, codes: Counter, al
 
 @pytest.mark.timeout(120)
 def test_strangers_are_refused_and_the_job_trains_as_without_them(tmp_path: Path) -> None:
-    out, all_refused = tmp_path / "out.json", tmp_path / "all_refused"
+    out, all_refused, attack_over = tmp_path / "out.json", tmp_path / "all_refused", tmp_path / "attack_over"
     codes: Counter = Counter()
     stop = threading.Event()
     with LocalPSCluster(SCRIPTS / "custom_loop.py", num_workers=1, num_ps=1, log_dir=tmp_path,
                         args=("sgd", str(STEPS), str(out)),
-                        env={"TEST_STALENESS": "0", "TEST_HOLD_UNTIL": str(all_refused)}) as cluster:
+                        env={"TEST_STALENESS": "0", "TEST_START_AFTER": str(all_refused),
+                             "TEST_EXIT_AFTER": str(attack_over)}) as cluster:
         addresses = {server.SERVICE: cluster.address("ps", 0), coordination.SERVICE: cluster.address("chief", 0)}
         attacker = threading.Thread(target=_attack, args=(addresses, stop, codes, all_refused), daemon=True)
         attacker.start()
         try:
-            assert cluster.wait("chief", 0, 100) == 0, cluster.logs()
-            assert cluster.wait("worker", 0, 60) == 0, cluster.logs()
+            _wait_for(out, cluster, 100)  # the chief trained and wrote its results; its service is still up
         finally:
             stop.set()
             attacker.join(30)
+            attack_over.touch()
+        assert cluster.wait("chief", 0, 60) == 0, cluster.logs()
+        assert cluster.wait("worker", 0, 60) == 0, cluster.logs()
     # Every answer was a refusal (or no answer while a service was not up yet), for every method.
     assert {code for (_, _, code) in codes} <= {"UNAUTHENTICATED", "UNAVAILABLE"}, codes
     refused = {(service, method) for (service, method, code) in codes if code == "UNAUTHENTICATED"}

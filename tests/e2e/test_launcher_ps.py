@@ -1,4 +1,8 @@
-"""`stratagem run --ps P --workers W`: a parameter-server job as real subprocesses, and its flags."""
+"""`stratagem run --ps P --workers W`: a parameter-server job as real subprocesses, and its flags.
+
+How such a job stops (a failing chief, workers with no restarts left, a stopped launcher) is in
+test_launcher_ps_stop.py.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e._processes import assert_all_gone
+from tests.e2e._processes import assert_all_gone, children, ps_job_env
 
 from stratagem.errors import ConfigurationError
 from stratagem.launcher import cli, ps_job
@@ -62,43 +66,6 @@ for i in range(1_000_000):
     if strategy.is_chief:
         print(f"step {i}", flush=True)
 """
-
-# No torch. argv[1] "chief-fails": the chief exits 5 after 1 s; "workers-fail": workers exit 4
-# and the chief 0 after 1.5 s (a worker without torch is gone in about 0.05 s); "sleep": everyone
-# sleeps until stopped. Each writes its pid.
-TASKS_SCRIPT = """
-import json, os, sys, time
-task = json.loads(os.environ["TF_CONFIG"])["task"]
-mode, pid_dir = sys.argv[1], sys.argv[2]
-with open(os.path.join(pid_dir, f"{task['type']}{task['index']}.pid"), "w") as f:
-    f.write(str(os.getpid()))
-if task["type"] == "chief":
-    time.sleep({"chief-fails": 1, "workers-fail": 1.5}.get(mode, 120))
-    sys.exit(5 if mode == "chief-fails" else 0)
-elif mode == "workers-fail":
-    sys.exit(4)
-else:
-    time.sleep(120)
-"""
-
-
-def _env() -> dict[str, str]:
-    # The scripts import tests.dist._models; the servers need nothing from the tests.
-    return dict(os.environ) | {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-                               "STRATAGEM_TIMEOUT_S": "60"}
-
-
-def _children(pid: int) -> dict[int, str]:
-    """The direct children of ``pid`` and their command lines (Linux /proc)."""
-    children = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                children[int(stat.parent.name)] = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except (OSError, ValueError, IndexError):
-            continue
-    return children
-
 
 def _write(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / name
@@ -154,7 +121,7 @@ def test_ps_task_in_tf_config_runs_the_server_instead_of_the_script(
 def test_ps_job_trains_and_exits_zero_with_task_prefixes(tmp_path: Path) -> None:
     out = tmp_path / "out.json"
     proc = subprocess.run([*LAUNCH, "--ps", "1", "--workers", "2", str(CUSTOM_LOOP), "sgd", "12", str(out)],
-                          env=_env(), capture_output=True, text=True, timeout=100)
+                          env=ps_job_env(), capture_output=True, text=True, timeout=100)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "[ps 0] stratagem: ps 0 serving on 127.0.0.1:" in proc.stdout
     assert len(json.loads(out.read_text())["losses"]) == 12
@@ -166,7 +133,7 @@ def test_worker_crashing_on_first_start_is_restarted_alone_and_job_exits_zero(tm
     script = _write(tmp_path, "flaky.py", FLAKY_SCRIPT)
     proc = subprocess.run([*LAUNCH, "--ps", "1", "--workers", "2", "--max-restarts", "1", str(script),
                            str(CUSTOM_LOOP), "sgd", "12", str(out)],
-                          env=_env(), capture_output=True, text=True, timeout=100)
+                          env=ps_job_env(), capture_output=True, text=True, timeout=100)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "stratagem: worker 1 exited with code 3; restarting it alone in 1s (restart 1 of 1)" in proc.stderr
     assert "[worker 1] worker 1 starts, restart count 1" in proc.stdout
@@ -179,7 +146,7 @@ def test_worker_crashing_on_first_start_is_restarted_alone_and_job_exits_zero(tm
 def test_killed_ps_stops_the_job_with_nonzero_exit_naming_it(tmp_path: Path) -> None:
     script = _write(tmp_path, "endless.py", ENDLESS_SCRIPT)
     proc = subprocess.Popen([*LAUNCH, "--ps", "1", "--workers", "1", "--grace-period", "2", str(script)],
-                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=ps_job_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     lines: queue.Queue[str] = queue.Queue()
     output: list[str] = []
@@ -192,7 +159,7 @@ def test_killed_ps_stops_the_job_with_nonzero_exit_naming_it(tmp_path: Path) -> 
                 output.append(lines.get(timeout=1))
             except queue.Empty:
                 pass
-        tasks = _children(proc.pid)
+        tasks = children(proc.pid)
         servers = [pid for pid, command in tasks.items() if "stratagem.distribute.ps.serve" in command]
         assert len(servers) == 1, tasks
         os.kill(servers[0], signal.SIGKILL)  # mid-training: the chief has fetched 4 steps
@@ -207,46 +174,4 @@ def test_killed_ps_stops_the_job_with_nonzero_exit_naming_it(tmp_path: Path) -> 
     assert code == 128 + signal.SIGKILL, text[-3000:]
     assert ("stratagem: ps 0 was killed by SIGKILL while the chief was running: parameter-server state is lost"
             in text), text[-3000:]
-    assert_all_gone(list(tasks))
-
-
-@pytest.mark.timeout(120)
-def test_failing_chief_stops_every_task_and_its_exit_status_is_the_jobs(tmp_path: Path) -> None:
-    script = _write(tmp_path, "tasks.py", TASKS_SCRIPT)
-    proc = subprocess.run([*LAUNCH, "--ps", "1", "--workers", "2", "--grace-period", "2", str(script),
-                           "chief-fails", str(tmp_path)], env=_env(), capture_output=True, text=True, timeout=100)
-    assert proc.returncode == 5, proc.stderr[-3000:]
-    assert "stratagem: The chief exited with code 5; the workers and parameter servers were stopped." in proc.stderr
-    assert_all_gone([int(p.read_text()) for p in tmp_path.glob("*.pid")])
-
-
-@pytest.mark.timeout(120)
-def test_worker_without_restarts_left_stays_down_and_the_job_goes_on(tmp_path: Path) -> None:
-    script = _write(tmp_path, "tasks.py", TASKS_SCRIPT)
-    proc = subprocess.run([*LAUNCH, "--ps", "1", "--workers", "2", str(script), "workers-fail", str(tmp_path)],
-                          env=_env(), capture_output=True, text=True, timeout=100)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    for index in (0, 1):
-        assert (f"stratagem: worker {index} exited with code 4 and has no restarts left (--max-restarts 0); "
-                "the job goes on without it") in proc.stderr
-
-
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "launcher-killed"])
-def test_stopped_launcher_leaves_no_task_behind(tmp_path: Path, sig: signal.Signals) -> None:
-    script = _write(tmp_path, "tasks.py", TASKS_SCRIPT)
-    proc = subprocess.Popen([*LAUNCH, "--ps", "1", "--workers", "2", "--grace-period", "2", str(script), "sleep",
-                             str(tmp_path)], env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while len(list(tmp_path.glob("*.pid"))) < 3 or len(tasks := _children(proc.pid)) < 4:
-            assert time.monotonic() < deadline, "the chief, 2 workers and the server did not all start"
-            time.sleep(0.1)
-        proc.send_signal(sig)
-        code = proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert code == (130 if sig == signal.SIGINT else -signal.SIGKILL)
     assert_all_gone(list(tasks))

@@ -3,8 +3,10 @@
 argv: OPTIMIZER STEPS OUT_JSON. The chief writes the trained values, the
 fetched losses and the servers' counters to OUT_JSON. The batches are a fixed
 list every worker reads from the start, so with one worker the steps see the
-batches in the reference order. With ``TEST_HOLD_UNTIL=PATH`` the chief, its
-coordination service up, schedules no step before PATH exists (at most 60 s).
+batches in the reference order. ``TEST_START_AFTER=PATH``: the chief, its
+coordination service up, schedules no step before PATH exists;
+``TEST_EXIT_AFTER=PATH``: having written OUT_JSON, it ends (and shuts its
+service down) only once PATH exists (each wait at most 60 s).
 """
 
 from __future__ import annotations
@@ -64,13 +66,8 @@ def main() -> None:
         return strategy.run(replica_fn, args=(x, y))
 
     per_worker = iter(coordinator.create_per_worker_dataset(lambda: batches(steps)))
-    hold = os.environ.get("TEST_HOLD_UNTIL")
-    if hold and strategy.is_chief:
-        deadline = time.monotonic() + 60
-        while not Path(hold).exists():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{hold} did not appear within 60 s")
-            time.sleep(0.05)
+    if strategy.is_chief:
+        _wait_for_file(os.environ.get("TEST_START_AFTER"))
     losses = [coordinator.schedule(train_step, args=(per_worker,)) for _ in range(steps)]
     coordinator.join()
     finished = coordinator.done()  # the chief's answer; a worker replaying gets the same one
@@ -81,6 +78,15 @@ def main() -> None:
         with open(out, "w") as f:
             json.dump({"state": {k: v.tolist() for k, v in net.state_dict().items()}, "losses": fetched, "done": finished,
                        "servers": stats, "coordinator": coordinator.stats()}, f, default=str)
+        _wait_for_file(os.environ.get("TEST_EXIT_AFTER"))
+
+
+def _wait_for_file(path: str | None) -> None:
+    deadline = time.monotonic() + 60
+    while path and not Path(path).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} did not appear within 60 s")
+        time.sleep(0.05)
 
 
 if __name__ == "__main__":
