@@ -6,6 +6,9 @@ Importable by spawned workers; importing it imports Keras (on the torch backend,
 
 from __future__ import annotations
 
+import json
+import os
+
 import numpy as np
 
 import stratagem  # noqa: F401  (sets KERAS_BACKEND=torch before Keras is imported)
@@ -91,3 +94,61 @@ def train_frozen_block(seed: int) -> dict[str, dict[str, np.ndarray]]:
     return {"before": before, "after": {k: state[k] for k in before},
             "moving_mean": state["batch_normalization.moving_mean"],
             "bright_minus_dark": features[bright].mean(axis=0) - features[~bright].mean(axis=0)}
+
+
+def train_tf_seed_cnn(strategy, *, build_seed: int = 0, steps_per_epoch: int | None = None) -> dict:  # noqa: ANN001
+    """Seed 001's script as TF writes it: tf.keras model built and compiled in ``strategy.scope()``, fit outside.
+
+    SGD with momentum, a Keras metric object made in the scope and a ``tf.keras.callbacks.Callback`` subclass
+    recording its logs. Returns the weights after STEPS steps, the batch losses and epoch logs the callback saw.
+    """
+    import stratagem.tf as tf
+
+    class Recorder(tf.keras.callbacks.Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.batch_losses: list[float] = []
+            self.epoch_logs: list[dict] = []
+
+        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+            self.batch_losses.append(logs["loss"])
+
+        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            self.epoch_logs.append(dict(logs, model_is_users=self.model is model))
+
+    x, y = images(GLOBAL_BATCH * STEPS)
+    with strategy.scope():
+        model = tf_seed_cnn(build_seed)
+        model.compile(optimizer=tf.keras.optimizers.SGD(0.05, momentum=0.9),
+                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=[tf.keras.metrics.SparseCategoricalAccuracy()])
+    recorder = Recorder()
+    callbacks = [] if steps_per_epoch else [recorder]  # batch hooks do not run where steps are scheduled elsewhere
+    model.fit(x, y, batch_size=GLOBAL_BATCH, epochs=1, shuffle=False, verbose=0, callbacks=callbacks,
+              steps_per_epoch=steps_per_epoch)
+    return {"weights": model.get_weights(), "batch_losses": recorder.batch_losses, "epoch_logs": recorder.epoch_logs}
+
+
+def keras_own_fit_error() -> str | None:
+    """The error of a plain ``keras.Model``'s own fit (not through stratagem), or None if it trained."""
+    from stratagem.errors import ConfigurationError
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    try:
+        model.fit(np.ones((8, 4), np.float32), np.ones((8, 1), np.float32), verbose=0)
+    except ConfigurationError as err:
+        return str(err)
+    return None
+
+
+def become_tf_config_worker(rank: int, ports: list[int]) -> None:
+    """Ends this worker's process group and sets TF_CONFIG for a 2-worker job, as a TF cluster manager would."""
+    from stratagem.distribute import collectives, context
+
+    collectives.destroy_process_group()
+    context.reset()
+    for variable in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        os.environ.pop(variable, None)
+    os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": [f"127.0.0.1:{port}" for port in ports]},
+                                          "task": {"type": "worker", "index": rank}})

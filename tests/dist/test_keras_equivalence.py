@@ -13,7 +13,6 @@ frozen block and dict features trains through Model.fit.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +20,6 @@ import pytest
 import torch
 
 import stratagem
-from stratagem.distribute import collectives, context
 from stratagem.launcher.ports import find_free_ports
 from stratagem.testing.ps_cluster import LocalPSCluster
 from stratagem.testing import run_workers
@@ -33,7 +31,7 @@ STRATEGIES = ("mirrored", "central_storage", "multi_worker")
 
 
 def _worker_keras(rank: int, world_size: int, ports: list[int]) -> dict:
-    from tests.dist._keras_models import train_frozen_block, train_seed_cnn
+    from tests.dist._keras_models import become_tf_config_worker, train_frozen_block, train_seed_cnn
 
     results: dict = {}
     # rank-dependent initial weights: only the strategy's broadcast can make the replicas agree
@@ -42,12 +40,7 @@ def _worker_keras(rank: int, world_size: int, ports: list[int]) -> dict:
         with strategy.scope():
             results[name] = {opt: train_seed_cnn(opt, build_seed=rank) for opt in OPTIMIZERS}
             results[name]["frozen"] = train_frozen_block(seed=10 + rank)
-    collectives.destroy_process_group()  # the TF-style job below makes its own group
-    context.reset()
-    for variable in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        os.environ.pop(variable, None)
-    os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": [f"127.0.0.1:{port}" for port in ports]},
-                                          "task": {"type": "worker", "index": rank}})
+    become_tf_config_worker(rank, ports)  # the TF-style job below makes its own group
     strategy = stratagem.distribute.MultiWorkerMirroredStrategy()
     with strategy.scope():
         results["multi_worker"] = {opt: train_seed_cnn(opt, build_seed=rank) for opt in OPTIMIZERS}
