@@ -1,7 +1,8 @@
 """``tf.train``: object checkpoints (``stratagem.train``), the cluster spec, and TF 1's optimizer names.
 
 ``Checkpoint``, ``CheckpointManager`` and ``latest_checkpoint`` are ``stratagem.train``'s;
-``ClusterSpec`` is ``stratagem.distribute``'s. TF 1's optimizers (``AdamOptimizer``,
+``ClusterSpec`` is ``stratagem.distribute``'s; ``Example`` and its parts are ``stratagem.train``'s
+(protobuf messages with TF's layout). TF 1's optimizers (``AdamOptimizer``,
 ``GradientDescentOptimizer``, ``MomentumOptimizer``) return the Keras 3 optimizer with the
 same update rule, as TF 2 moved them to ``tf.keras.optimizers``: ``model.compile`` and
 custom loops (``apply_gradients``) take it. Their graph-mode ``minimize(global_step=)``
@@ -14,7 +15,21 @@ from typing import Any
 
 from stratagem.distribute import ClusterSpec
 from stratagem.tf._refusal import missing_name
-from stratagem.train import Checkpoint, CheckpointLoadStatus, CheckpointManager, latest_checkpoint
+from stratagem.train import (
+    BytesList,
+    Checkpoint,
+    CheckpointLoadStatus,
+    CheckpointManager,
+    Example,
+    Feature,
+    FeatureList,
+    FeatureLists,
+    Features,
+    FloatList,
+    Int64List,
+    SequenceExample,
+    latest_checkpoint,
+)
 
 
 def _keras_optimizers() -> Any:
@@ -63,6 +78,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "AdamOptimizer", "Checkpoint", "CheckpointLoadStatus", "CheckpointManager", "ClusterSpec",
-    "GradientDescentOptimizer", "MomentumOptimizer", "latest_checkpoint",
+    "AdamOptimizer", "BytesList", "Checkpoint", "CheckpointLoadStatus", "CheckpointManager", "ClusterSpec", "Example",
+    "Feature", "FeatureList", "FeatureLists", "Features", "FloatList", "GradientDescentOptimizer", "Int64List",
+    "MomentumOptimizer", "SequenceExample", "latest_checkpoint",
 ]
