@@ -11,6 +11,7 @@ The model comes from a ``model_fn`` (``ModelFnModel``) or, for
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import random
@@ -75,7 +76,7 @@ class Estimator:
                              f"Estimator instead. Received: warm_start_from={warm_start_from!r}")
         folder = os.fspath(model_dir) if model_dir is not None else config.model_dir
         if folder is None:
-            folder = tempfile.mkdtemp()
+            folder = _temporary_model_dir()
             logger.warning("Using temporary folder as model_dir: %s", folder)
         self._config = config.replace(model_dir=folder) if config.model_dir != folder else config
         self._model_fn, self._params = model_fn, dict(params or {})
@@ -356,6 +357,23 @@ def _write_results(folder: str, global_step: int, results: dict[str, Any]) -> No
 
     atomic_write(os.path.join(folder, f"metrics-{global_step}.json"), write)
 
+
+
+def _temporary_model_dir() -> str:
+    """A fresh folder for ``model_dir``, the same for every process of one launched job on this host.
+
+    TF makes one temporary folder per process; here the replicas are processes, and the chief writes the checkpoints
+    the others read (evaluate, the next train), so they must agree on it. The name hashes what only this job's
+    processes share: the job secret the launcher gives them and the launcher's pid (their parent), so a later job,
+    even one reusing a secret, gets a new folder. A process outside a launched job gets a new folder, as in TF.
+    """
+    secret = os.environ.get("STRATAGEM_JOB_SECRET")
+    if not secret:
+        return tempfile.mkdtemp()
+    job = hashlib.sha256(f"stratagem model_dir\0{secret}\0{os.getppid()}".encode()).hexdigest()[:16]
+    folder = os.path.join(tempfile.gettempdir(), f"stratagem_model_dir_{job}")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return folder
 
 def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
