@@ -140,9 +140,11 @@ class Dataset(abc.ABC):
         return RangeDataset(*args)
 
     @staticmethod
-    def from_generator(generator: Callable[[], Iterable[Any]], output_signature: Any = None) -> Dataset:
-        """Elements of ``generator()``, called anew for every epoch."""
-        return GeneratorDataset(generator, output_signature)
+    def from_generator(generator: Callable[..., Iterable[Any]], output_types: Any = None, output_shapes: Any = None,
+                       args: Sequence[Any] | None = None, output_signature: Any = None, name: str | None = None) -> Dataset:
+        """Elements of ``generator(*args)``, called anew for every epoch (TF's arguments; see ``GeneratorDataset``)."""
+        return GeneratorDataset(generator, output_signature, output_types=output_types, output_shapes=output_shapes,
+                                args=args)
 
     @staticmethod
     def zip(*args: Any, datasets: Any = None) -> Dataset:

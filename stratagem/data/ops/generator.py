@@ -9,7 +9,7 @@ sequence on every call cannot be restored exactly.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,17 +29,24 @@ class GeneratorDataset(Dataset):
     pass through.
 
     Args:
-        generator: A callable taking no arguments that returns an iterable.
+        generator: A callable that returns an iterable, called with ``args``.
             It is called once per epoch (and again to restore a position).
         output_signature: Optional structure matching the elements, each leaf
-            a dtype (``"float32"``, ``np.int64``, ``torch.float32``) or a
-            ``(shape, dtype)`` pair as in ``Dataset.element_spec``, with None
-            for a dimension of any size. Leaves are cast to the dtype (a torch
-            dtype gives a torch tensor) and their shapes are checked.
+            a dtype (``"float32"``, ``np.int64``, ``torch.float32``,
+            ``tf.float32``), a ``(shape, dtype)`` pair as in
+            ``Dataset.element_spec``, or a ``tf.TensorSpec``, with None for a
+            dimension of any size. Leaves are cast to the dtype (a torch or
+            ``tf`` dtype gives a torch tensor, ``tf.string`` bytes) and their
+            shapes are checked.
+        output_types: TF's older form: the structure of dtypes alone.
+        output_shapes: With ``output_types``: the same structure of shapes.
+        args: Values passed to ``generator``, converted as TF converts them:
+            a ``str`` arrives as ``bytes``, a Python int as a numpy int32.
 
     Raises:
-        TypeError: If ``generator`` is not callable or a leaf of
-            ``output_signature`` is not a dtype or ``(shape, dtype)`` pair.
+        TypeError: If ``generator`` is not callable, a leaf of the signature
+            is not a dtype, ``(shape, dtype)`` pair or spec, or
+            ``output_signature`` is given with ``output_types``/``output_shapes``.
 
     Example:
         >>> ds = Dataset.from_generator(lambda: iter(range(3)))
@@ -47,7 +54,8 @@ class GeneratorDataset(Dataset):
         [0, 1, 2]
     """
 
-    def __init__(self, generator: Callable[[], Iterable[Any]], output_signature: Any = None) -> None:
+    def __init__(self, generator: Callable[..., Iterable[Any]], output_signature: Any = None, *,
+                 output_types: Any = None, output_shapes: Any = None, args: Sequence[Any] | None = None) -> None:
         super().__init__()
         if not callable(generator):
             raise TypeError(
@@ -55,7 +63,8 @@ class GeneratorDataset(Dataset):
                 f"Received: generator of type {type(generator).__name__}"
             )
         self._generator = generator
-        self._signature = None if output_signature is None else _parse_signature(output_signature)
+        self._args = tuple(_argument(value) for value in (args or ()))
+        self._signature = _signature(output_signature, output_types, output_shapes)
 
     def _streaming_iterator(self, ctx: IterContext) -> DatasetIterator:
         return _GeneratorIterator(self)
@@ -81,7 +90,7 @@ class _GeneratorIterator(DatasetIterator):
 
     def __next__(self) -> Any:
         if self._source is None:
-            self._source = iter(self._dataset._generator())
+            self._source = iter(self._dataset._generator(*self._dataset._args))
             self._replay(self._consumed)
         element = next(self._source)
         self._consumed += 1
@@ -113,8 +122,43 @@ class _GeneratorIterator(DatasetIterator):
             close()
 
 
+def _signature(output_signature: Any, output_types: Any, output_shapes: Any) -> Any:
+    """The parsed signature from TF's ``output_signature``, or its older ``output_types``/``output_shapes``."""
+    if output_signature is not None and (output_types is not None or output_shapes is not None):
+        raise TypeError("Pass output_signature, or output_types (with optional output_shapes), not both, as "
+                        f"tf.data requires. Received: output_signature={output_signature!r}, "
+                        f"output_types={output_types!r}, output_shapes={output_shapes!r}")
+    if output_shapes is not None and output_types is None:
+        raise TypeError(f"output_shapes needs output_types, as in tf.data. Received: output_shapes={output_shapes!r}")
+    if output_types is not None:
+        return _parse_signature(_pair(output_types, output_shapes))
+    return None if output_signature is None else _parse_signature(output_signature)
+
+
+def _pair(types: Any, shapes: Any) -> Any:
+    """``output_types`` and ``output_shapes`` (same structure) as one structure of ``(shape, dtype)`` leaves."""
+    if shapes is None:
+        return types
+    if _is_dtype(types):
+        return (tuple(shapes), types)
+    if isinstance(types, dict):
+        return {key: _pair(value, shapes[key]) for key, value in types.items()}
+    if isinstance(types, (tuple, list)) and isinstance(shapes, (tuple, list)) and len(types) == len(shapes):
+        return tuple(_pair(t, s) for t, s in zip(types, shapes))
+    raise ValueError(f"output_shapes must have the structure of output_types. Received: output_types={types!r}, "
+                     f"output_shapes={shapes!r}")
+
+
+def _argument(value: Any) -> Any:
+    # tf.data passes args to the generator as numpy values: str -> bytes, 1 -> np.int32(1), a tensor -> an array.
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().numpy()
+    converted = from_python(value)
+    return converted[()] if isinstance(converted, np.ndarray) and converted.ndim == 0 else converted
+
+
 def _is_dtype(value: Any) -> bool:
-    if isinstance(value, torch.dtype):
+    if isinstance(value, torch.dtype) or hasattr(value, "as_torch_dtype"):  # a torch dtype or a tf.DType
         return True
     if isinstance(value, (str, np.dtype, type)):
         try:
@@ -133,6 +177,9 @@ def _parse_signature(signature: Any) -> Any:
     """Leaves become ``(shape or None, dtype)``; structure is kept."""
     if _is_dtype(signature):
         return (None, signature)
+    if _is_dtype(getattr(signature, "dtype", None)) and hasattr(signature, "shape"):  # a tf.TensorSpec
+        shape = signature.shape
+        return (None if getattr(shape, "rank", 0) is None else tuple(shape), signature.dtype)
     if isinstance(signature, tuple) and len(signature) == 2 and _is_shape(signature[0]) and _is_dtype(signature[1]):
         return (tuple(signature[0]), signature[1])
     if isinstance(signature, dict):
@@ -165,11 +212,20 @@ def _apply_signature(element: Any, spec: Any, position: int, *, path: str) -> An
 
 def _cast_leaf(leaf: Any, spec: tuple[tuple[int | None, ...] | None, Any], position: int, path: str) -> Any:
     shape, dtype = spec
+    if hasattr(dtype, "as_torch_dtype"):  # a tf.DType: a torch tensor as TF gives a tensor; tf.string gives bytes
+        if dtype.as_torch_dtype is None:
+            leaf = leaf.encode() if isinstance(leaf, str) else from_python(leaf)
+            return _check_shape(leaf, shape, position, path)
+        dtype = dtype.as_torch_dtype
     if isinstance(dtype, torch.dtype):
         leaf = torch.as_tensor(np.asarray(leaf) if not isinstance(leaf, torch.Tensor) else leaf).to(dtype)
     else:
         leaf = np.asarray(leaf.detach().cpu() if isinstance(leaf, torch.Tensor) else leaf, dtype=dtype)
-    actual = tuple(leaf.shape)
+    return _check_shape(leaf, shape, position, path)
+
+
+def _check_shape(leaf: Any, shape: tuple[int | None, ...] | None, position: int, path: str) -> Any:
+    actual = tuple(np.shape(leaf))
     if shape is not None and (len(actual) != len(shape) or any(e is not None and e != a for a, e in zip(actual, shape))):
         raise ValueError(
             f"from_generator element {position} has the wrong shape at {path}: output_signature expects "

@@ -1,0 +1,86 @@
+"""``tf.config.experimental``: memory growth, determinism, and the older spellings of ``tf.config``'s names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from stratagem.tf._refusal import missing_name
+from stratagem.tf._warn_once import warn_once
+
+
+def set_memory_growth(device: Any, enable: bool) -> None:
+    """Accepted. torch's CUDA allocator already grows on demand, which is what ``enable=True`` asks for.
+
+    ``enable=False`` (take all memory at start, TF's default) warns once: torch does not preallocate.
+    """
+    if not enable:
+        warn_once("set_memory_growth", "set_memory_growth(device, False) does not preallocate GPU memory here: "
+                  "torch's caching allocator always grows on demand.")
+
+
+def get_memory_growth(device: Any) -> bool:
+    """True: torch's allocator grows on demand."""
+    return True
+
+
+def get_memory_info(device: str) -> dict[str, int]:
+    """``{'current': bytes, 'peak': bytes}`` from torch's CUDA allocator for ``'GPU:i'``."""
+    index = int(str(device).rsplit(":", 1)[-1])
+    if not torch.cuda.is_available():
+        raise ValueError(f"No GPU to report memory for: torch sees no CUDA device. Received: device={device!r}")
+    return {"current": torch.cuda.memory_allocated(index), "peak": torch.cuda.max_memory_allocated(index)}
+
+
+def enable_op_determinism() -> None:
+    """``tf.config.experimental.enable_op_determinism``: ``torch.use_deterministic_algorithms(True)``."""
+    torch.use_deterministic_algorithms(True)
+
+
+def disable_op_determinism() -> None:
+    torch.use_deterministic_algorithms(False)
+
+
+def _config() -> Any:
+    import stratagem.tf.config as config
+
+    return config
+
+
+def list_physical_devices(device_type: str | None = None) -> list[Any]:
+    return _config().list_physical_devices(device_type)  # type: ignore[no-any-return]
+
+
+def list_logical_devices(device_type: str | None = None) -> list[Any]:
+    return _config().list_logical_devices(device_type)  # type: ignore[no-any-return]
+
+
+def get_visible_devices(device_type: str | None = None) -> list[Any]:
+    return _config().get_visible_devices(device_type)  # type: ignore[no-any-return]
+
+
+def set_visible_devices(devices: Any, device_type: str | None = None) -> None:
+    _config().set_visible_devices(devices, device_type)
+
+
+def set_virtual_device_configuration(device: Any, logical_devices: Any) -> None:
+    _config().set_logical_device_configuration(device, logical_devices)
+
+
+def VirtualDeviceConfiguration(memory_limit: int | None = None, **kwargs: Any) -> Any:  # noqa: N802 (TF's name)
+    return _config().LogicalDeviceConfiguration(memory_limit)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "set_synchronous_execution":
+        warn_once(name, "set_synchronous_execution changes nothing here: torch's CPU ops run synchronously.")
+        return lambda enable: None
+    raise missing_name("tf.config.experimental", name)
+
+
+__all__ = [
+    "VirtualDeviceConfiguration", "disable_op_determinism", "enable_op_determinism", "get_memory_growth",
+    "get_memory_info", "get_visible_devices", "list_logical_devices", "list_physical_devices", "set_memory_growth",
+    "set_virtual_device_configuration", "set_visible_devices",
+]

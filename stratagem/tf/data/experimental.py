@@ -1,0 +1,31 @@
+"""``tf.data.experimental``: ``AUTOTUNE``, ``AutoShardPolicy``, the option classes and the fused ``apply`` ops."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stratagem.data import AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, AutoShardPolicy, Dataset
+from stratagem.data.experimental import map_and_batch, shuffle_and_repeat
+from stratagem.data.options import AutotuneOptions, DistributeOptions
+from stratagem.tf._refusal import missing_name
+
+
+def cardinality(dataset: Dataset) -> int:
+    """``tf.data.experimental.cardinality``: ``dataset.cardinality()``."""
+    return dataset.cardinality()
+
+
+# TF 2.x keeps these older spellings of the Dataset methods.
+sample_from_datasets = Dataset.sample_from_datasets
+choose_from_datasets = Dataset.choose_from_datasets
+
+
+def __getattr__(name: str) -> Any:
+    raise missing_name("tf.data.experimental", name)
+
+
+__all__ = [
+    "AUTOTUNE", "AutoShardPolicy", "AutotuneOptions", "DistributeOptions", "INFINITE_CARDINALITY",
+    "UNKNOWN_CARDINALITY", "cardinality", "choose_from_datasets", "map_and_batch", "sample_from_datasets",
+    "shuffle_and_repeat",
+]

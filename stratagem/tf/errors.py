@@ -1,0 +1,44 @@
+"""``tf.errors``: TF's exception classes, for ``except`` clauses of ported code.
+
+Each also derives from the matching Python exception, so ``except FileNotFoundError`` catches the
+``NotFoundError`` that ``tf.io.gfile`` raises for a missing file, as ``except tf.errors.NotFoundError`` does.
+An exhausted iterator raises ``StopIteration``, as ``next()`` on TF 2's iterators does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stratagem.tf._refusal import missing_name
+
+
+class OpError(Exception):
+    """``tf.errors.OpError``: the base of TF's op errors."""
+
+
+class InvalidArgumentError(OpError, ValueError):
+    """``tf.errors.InvalidArgumentError``."""
+
+
+class NotFoundError(OpError, FileNotFoundError):
+    """``tf.errors.NotFoundError``: a file or directory does not exist."""
+
+
+class AlreadyExistsError(OpError, FileExistsError):
+    """``tf.errors.AlreadyExistsError``: the target exists and overwriting was not asked for."""
+
+
+class OutOfRangeError(OpError, StopIteration):
+    """``tf.errors.OutOfRangeError``: an iterator has no more elements."""
+
+
+class UnimplementedError(OpError, NotImplementedError):
+    """``tf.errors.UnimplementedError``."""
+
+
+def __getattr__(name: str) -> Any:
+    raise missing_name("tf.errors", name)
+
+
+__all__ = ["AlreadyExistsError", "InvalidArgumentError", "NotFoundError", "OpError", "OutOfRangeError",
+           "UnimplementedError"]

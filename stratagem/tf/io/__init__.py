@@ -1,0 +1,25 @@
+"""``tf.io``: ``read_file``/``write_file`` and ``tf.io.gfile`` (the local file system)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from stratagem.io import read_file
+from stratagem.tf._refusal import missing_name
+from stratagem.tf.io import gfile
+from stratagem.tf.image import decode_image, decode_jpeg, decode_png
+
+
+def write_file(filename: Any, contents: bytes | str, name: str | None = None) -> None:
+    """``tf.io.write_file``: writes ``contents`` (str is utf-8 encoded)."""
+    path = os.fsdecode(filename) if isinstance(filename, bytes) else os.fspath(filename)
+    with open(path, "wb") as file:
+        file.write(contents.encode() if isinstance(contents, str) else bytes(contents))
+
+
+def __getattr__(name: str) -> Any:
+    raise missing_name("tf.io", name)
+
+
+__all__ = ["decode_image", "decode_jpeg", "decode_png", "gfile", "read_file", "write_file"]

@@ -1,0 +1,277 @@
+"""``tf.math``: element-wise arithmetic, comparisons and reductions on torch, with TF's dtype rules.
+
+Where TF and torch differ, TF wins: operands of two dtypes raise (no promotion); ``divide``/``truediv`` of int32 or
+int64 gives float64 (int8/int16/uint8/uint16 give float32); ``floordiv`` rounds toward -inf; reductions keep the
+input's dtype (``reduce_sum`` of int32 is int32, ``reduce_mean`` of ints truncates); ``argmax`` gives int64 and
+reduces axis 0 by default; ``sqrt``/``exp``/``log`` refuse integers. (``tf.truncatediv``/``truncatemod`` are
+top-level names in TF, not ``tf.math``'s.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import torch
+
+from stratagem.tf import dtypes
+from stratagem.tf._array_ops import add_n
+from stratagem.tf._refusal import missing_name
+from stratagem.tf._tensor import operands, tensor
+
+
+def _binary(op: str, fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Callable[..., torch.Tensor]:
+    def apply(x: Any, y: Any, name: str | None = None) -> torch.Tensor:
+        left, right = operands(op, x, y)
+        return fn(left, right)
+
+    apply.__name__ = apply.__qualname__ = op
+    apply.__doc__ = f"``tf.math.{op}``: element-wise, on operands of one dtype (TF does not promote)."
+    return apply
+
+
+def _unary(op: str, fn: Callable[[torch.Tensor], torch.Tensor], *, floats_only: bool = False) -> Callable[..., Any]:
+    def apply(x: Any, name: str | None = None) -> torch.Tensor:
+        value = tensor(x)
+        if floats_only and not (value.dtype.is_floating_point or value.dtype.is_complex):
+            raise TypeError(f"tf.math.{op} takes floating-point tensors, as in TF. Cast first: "
+                            f"tf.{op}(tf.cast(x, tf.float32)). Received: dtype={dtypes.as_dtype(value.dtype).name}")
+        return fn(value)
+
+    apply.__name__ = apply.__qualname__ = op
+    apply.__doc__ = f"``tf.math.{op}``: element-wise" + (" (floating-point inputs only, as in TF)." if floats_only else ".")
+    return apply
+
+
+add = _binary("add", torch.add)
+subtract = _binary("subtract", torch.sub)
+multiply = _binary("multiply", torch.mul)
+maximum = _binary("maximum", torch.maximum)
+minimum = _binary("minimum", torch.minimum)
+floordiv = _binary("floordiv", lambda x, y: torch.div(x, y, rounding_mode="floor"))
+floormod = _binary("floormod", torch.remainder)
+mod = floormod
+
+
+def _power(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    if not x.dtype.is_floating_point and not x.dtype.is_complex and bool((y < 0).any()):
+        raise ValueError("Integers to negative integer powers are not allowed, as in TF. Cast to a float first. "
+                         f"Received: exponent {y.tolist()}")
+    return torch.pow(x, y)
+
+
+pow = _binary("pow", _power)  # noqa: A001 (TF's name)
+squared_difference = _binary("squared_difference", lambda x, y: (x - y).square())
+equal = _binary("equal", torch.eq)
+not_equal = _binary("not_equal", torch.ne)
+less = _binary("less", torch.lt)
+less_equal = _binary("less_equal", torch.le)
+greater = _binary("greater", torch.gt)
+greater_equal = _binary("greater_equal", torch.ge)
+logical_and = _binary("logical_and", torch.logical_and)
+logical_or = _binary("logical_or", torch.logical_or)
+logical_xor = _binary("logical_xor", torch.logical_xor)
+logical_not = _unary("logical_not", torch.logical_not)
+
+abs = _unary("abs", torch.abs)  # noqa: A001
+negative = _unary("negative", torch.neg)
+sign = _unary("sign", torch.sign)
+square = _unary("square", torch.square)
+round = _unary("round", torch.round)  # noqa: A001 (half to even, as TF and torch both do)
+ceil = _unary("ceil", torch.ceil, floats_only=True)
+floor = _unary("floor", torch.floor, floats_only=True)
+sqrt = _unary("sqrt", torch.sqrt, floats_only=True)
+rsqrt = _unary("rsqrt", torch.rsqrt, floats_only=True)
+exp = _unary("exp", torch.exp, floats_only=True)
+log = _unary("log", torch.log, floats_only=True)
+log1p = _unary("log1p", torch.log1p, floats_only=True)
+sigmoid = _unary("sigmoid", torch.sigmoid, floats_only=True)
+tanh = _unary("tanh", torch.tanh, floats_only=True)
+softplus = _unary("softplus", torch.nn.functional.softplus, floats_only=True)
+sin = _unary("sin", torch.sin, floats_only=True)
+cos = _unary("cos", torch.cos, floats_only=True)
+erf = _unary("erf", torch.erf, floats_only=True)
+reciprocal = _unary("reciprocal", torch.reciprocal, floats_only=True)
+is_nan = _unary("is_nan", torch.isnan, floats_only=True)
+is_inf = _unary("is_inf", torch.isinf, floats_only=True)
+is_finite = _unary("is_finite", torch.isfinite, floats_only=True)
+
+
+def _true_dtype(dtype: torch.dtype) -> torch.dtype:
+    if dtype in (torch.int32, torch.int64, torch.uint32, torch.uint64):
+        return torch.float64  # TF's truediv: 32- and 64-bit integers divide in float64
+    if not dtype.is_floating_point and not dtype.is_complex:
+        return torch.float32  # 8- and 16-bit integers divide in float32
+    return dtype
+
+
+def divide(x: Any, y: Any, name: str | None = None) -> torch.Tensor:
+    """``tf.math.divide`` (and ``truediv``, ``/`` in TF): integers divide as floats, int32 -> float64 as in TF."""
+    left, right = operands("divide", x, y)
+    target = _true_dtype(left.dtype)
+    return torch.div(left.to(target), right.to(target))
+
+
+truediv = divide
+
+
+def divide_no_nan(x: Any, y: Any, name: str | None = None) -> torch.Tensor:
+    """``tf.math.divide_no_nan``: 0 where ``y`` is 0."""
+    left, right = operands("divide_no_nan", x, y)
+    return torch.where(right == 0, torch.zeros((), dtype=left.dtype), left / torch.where(right == 0, 1, right))
+
+
+def multiply_no_nan(x: Any, y: Any, name: str | None = None) -> torch.Tensor:
+    left, right = operands("multiply_no_nan", x, y)
+    return torch.where(right == 0, torch.zeros((), dtype=left.dtype), left * right)
+
+
+def truncatediv(x: Any, y: Any, name: str | None = None) -> torch.Tensor:
+    """``tf.truncatediv``: integer division rounding toward zero (C's rule)."""
+    left, right = operands("truncatediv", x, y)
+    return torch.div(left, right, rounding_mode="trunc")
+
+
+def truncatemod(x: Any, y: Any, name: str | None = None) -> torch.Tensor:
+    """``tf.truncatemod``: the remainder with the dividend's sign."""
+    left, right = operands("truncatemod", x, y)
+    return torch.fmod(left, right)
+
+
+def _axes(value: torch.Tensor, axis: Any) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(value.ndim))
+    if isinstance(axis, torch.Tensor):
+        axis = axis.tolist()
+    return tuple(int(a) for a in (axis if isinstance(axis, (list, tuple)) else [axis]))
+
+
+def _reduction(op: str, fn: Callable[[torch.Tensor, tuple[int, ...], bool], torch.Tensor], *,
+               takes: str = "numeric") -> Callable[..., torch.Tensor]:
+    def reduce(input_tensor: Any, axis: Any = None, keepdims: bool = False, name: str | None = None) -> torch.Tensor:
+        value = tensor(input_tensor)
+        kind = "bool" if value.dtype == torch.bool else "numeric"
+        if takes not in (kind, "any"):
+            raise TypeError(f"tf.math.{op} takes {takes} tensors, as in TF. Cast first with tf.cast. Received: "
+                            f"dtype={dtypes.as_dtype(value.dtype).name}")
+        axes = _axes(value, axis)
+        if not axes:
+            return value.clone()  # axis=[] reduces nothing, as in TF (torch would reduce everything)
+        return fn(value, axes, keepdims).to(value.dtype)
+
+    reduce.__name__ = reduce.__qualname__ = op
+    reduce.__doc__ = f"``tf.math.{op}``: over ``axis`` (all axes if None), keeping the input's dtype."
+    return reduce
+
+
+def _mean(value: torch.Tensor, axes: tuple[int, ...], keepdims: bool) -> torch.Tensor:
+    if value.dtype.is_floating_point or value.dtype.is_complex:
+        return value.mean(dim=axes, keepdim=keepdims)
+    count = 1
+    for a in axes:
+        count *= value.shape[a]
+    return torch.div(value.sum(dim=axes, keepdim=keepdims), count, rounding_mode="trunc")  # TF: integer mean truncates
+
+
+def _prod(value: torch.Tensor, axes: tuple[int, ...], keepdims: bool) -> torch.Tensor:
+    for a in sorted((a % value.ndim for a in axes), reverse=True):
+        value = value.prod(dim=a, keepdim=keepdims)
+    return value
+
+
+reduce_sum = _reduction("reduce_sum", lambda v, a, k: v.sum(dim=a, keepdim=k))
+reduce_mean = _reduction("reduce_mean", _mean)
+reduce_prod = _reduction("reduce_prod", _prod)
+reduce_max = _reduction("reduce_max", lambda v, a, k: v.amax(dim=a, keepdim=k), takes="any")
+reduce_min = _reduction("reduce_min", lambda v, a, k: v.amin(dim=a, keepdim=k), takes="any")
+reduce_any = _reduction("reduce_any", lambda v, a, k: v.any(dim=a, keepdim=k), takes="bool")
+reduce_all = _reduction("reduce_all", lambda v, a, k: v.all(dim=a, keepdim=k), takes="bool")
+reduce_logsumexp = _reduction("reduce_logsumexp", lambda v, a, k: torch.logsumexp(v, dim=a, keepdim=k))
+reduce_variance = _reduction("reduce_variance", lambda v, a, k: v.var(dim=a, keepdim=k, correction=0))
+reduce_std = _reduction("reduce_std", lambda v, a, k: v.std(dim=a, keepdim=k, correction=0))
+reduce_euclidean_norm = _reduction("reduce_euclidean_norm",
+                                   lambda v, a, k: torch.linalg.vector_norm(v.double() if not v.is_floating_point()
+                                                                            else v, dim=a, keepdim=k))
+
+
+def _arg(op: str, fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    def apply(input: Any, axis: int | None = None, output_type: Any = dtypes.int64,  # noqa: A002
+              name: str | None = None) -> torch.Tensor:
+        value = tensor(input)
+        return fn(value, dim=0 if axis is None else int(axis)).to(dtypes.torch_dtype(output_type))
+
+    apply.__name__ = apply.__qualname__ = op
+    apply.__doc__ = f"``tf.math.{op}``: int64 indices along ``axis`` (0 when None, as in TF: not flattened)."
+    return apply
+
+
+argmax = _arg("argmax", torch.argmax)
+argmin = _arg("argmin", torch.argmin)
+
+
+class TopKV2(NamedTuple):
+    values: torch.Tensor
+    indices: torch.Tensor
+
+
+def top_k(input: Any, k: int = 1, sorted: bool = True, index_type: Any = dtypes.int32,  # noqa: A002
+          name: str | None = None) -> TopKV2:
+    """``tf.math.top_k``: the ``k`` largest entries of the last axis and their int32 indices."""
+    values, indices = torch.topk(tensor(input), int(k), dim=-1, largest=True, sorted=True)
+    return TopKV2(values, indices.to(dtypes.torch_dtype(index_type)))
+
+
+def in_top_k(targets: Any, predictions: Any, k: int, name: str | None = None) -> torch.Tensor:
+    """``tf.math.in_top_k``: whether each target's prediction is among the ``k`` largest (ties count, as in TF)."""
+    scores, labels = tensor(predictions), tensor(targets).long()
+    target_score = scores.gather(1, labels.unsqueeze(1))
+    return (scores > target_score).sum(dim=1) < int(k)
+
+
+def cumsum(x: Any, axis: int = 0, exclusive: bool = False, reverse: bool = False, name: str | None = None) -> torch.Tensor:
+    value = tensor(x)
+    flipped = value.flip(axis) if reverse else value
+    total = flipped.cumsum(dim=axis).to(value.dtype)
+    if exclusive:
+        total = total - flipped
+    return total.flip(axis) if reverse else total
+
+
+def count_nonzero(input: Any, axis: Any = None, keepdims: bool = False, dtype: Any = dtypes.int64,  # noqa: A002
+                  name: str | None = None) -> torch.Tensor:
+    value = tensor(input)
+    return (value != 0).sum(dim=_axes(value, axis), keepdim=keepdims).to(dtypes.torch_dtype(dtype))
+
+
+def l2_normalize(x: Any, axis: Any = None, epsilon: float = 1e-12, name: str | None = None) -> torch.Tensor:
+    """``tf.math.l2_normalize``: ``x / sqrt(max(sum(x**2), epsilon))``."""
+    value = tensor(x)
+    squares = value.square().sum(dim=_axes(value, axis), keepdim=True)
+    return value * torch.rsqrt(torch.clamp(squares, min=epsilon))
+
+
+def confusion_matrix(labels: Any, predictions: Any, num_classes: int | None = None, weights: Any = None,
+                     dtype: Any = dtypes.int32, name: str | None = None) -> torch.Tensor:
+    """``tf.math.confusion_matrix``: rows are labels, columns predictions."""
+    truth, guess = tensor(labels).long(), tensor(predictions).long()
+    size = int(num_classes) if num_classes is not None else int(max(truth.max(), guess.max())) + 1
+    counts = torch.ones_like(truth) if weights is None else tensor(weights)
+    target = dtypes.torch_dtype(dtype)
+    matrix = torch.zeros(size * size, dtype=target)
+    return matrix.index_add_(0, truth * size + guess, counts.to(target)).reshape(size, size)
+
+
+def __getattr__(name: str) -> Any:
+    raise missing_name("tf.math", name)
+
+
+__all__ = [
+    "abs", "add", "add_n", "argmax", "argmin", "ceil", "confusion_matrix", "cos", "count_nonzero", "cumsum",
+    "divide", "divide_no_nan", "equal", "erf", "exp", "floor", "floordiv", "floormod", "greater", "greater_equal",
+    "in_top_k", "is_finite", "is_inf", "is_nan", "l2_normalize", "less", "less_equal", "log", "log1p",
+    "logical_and", "logical_not", "logical_or", "logical_xor", "maximum", "minimum", "mod", "multiply",
+    "multiply_no_nan", "negative", "not_equal", "pow", "reciprocal", "reduce_all", "reduce_any",
+    "reduce_euclidean_norm", "reduce_logsumexp", "reduce_max", "reduce_mean", "reduce_min", "reduce_prod",
+    "reduce_std", "reduce_sum", "reduce_variance", "round", "rsqrt", "sigmoid", "sign", "sin", "softplus", "sqrt",
+    "square", "squared_difference", "subtract", "tanh", "top_k", "truediv", "truncatediv", "truncatemod",
+]
