@@ -29,7 +29,8 @@ import torch
 #   value of a variable created under MirroredStrategy / MultiWorkerMirroredStrategy);
 # - `optimizer.apply_gradients` inside `strategy.run` sums the gradients over every replica before applying
 #   them (TF's `experimental_aggregate_gradients`), so with `compute_average_loss` N replicas make the update
-#   one replica makes on the global batch; `apply`, which Keras's own train_step calls, is left alone;
+#   one replica makes on the global batch; `apply`, which Keras's own train_step calls, is left alone; under
+#   ParameterServerStrategy, whose variables live on the servers, it refuses;
 # - a Keras metric created in that scope, read with `result()` outside `strategy.run`, gives its value over
 #   every replica (its variables are sync-on-read sums, as in TF); inside `run` it gives this replica's.
 # NOTE: Keras offers no hook for any of these on the torch backend, so the first two wrap
@@ -100,6 +101,8 @@ def _apply_gradients(apply_gradients: Any) -> Any:
         from stratagem.distribute import context
 
         strategy = context.replica_strategy()
+        if strategy is not None:
+            _refuse_remote_variables(strategy)
         pairs = list(grads_and_vars)
         if (strategy is not None and strategy.num_replicas_in_sync > 1 and not skip_gradients_aggregation
                 and experimental_aggregate_gradients):
@@ -107,6 +110,25 @@ def _apply_gradients(apply_gradients: Any) -> Any:
         return apply_gradients(self, pairs, *args, **kwargs)
 
     return wrapper
+
+
+def _refuse_remote_variables(strategy: Any) -> None:
+    from stratagem.distribute.capabilities import SchedulesSteps
+
+    if not isinstance(strategy, SchedulesSteps):
+        return
+    from stratagem.errors import ConfigurationError
+
+    # NOTE: the variables live on the parameter servers; a Keras optimizer would update this worker's copy only,
+    # and the next step's pull would silently undo it.
+    raise ConfigurationError(
+        f"A Keras optimizer's apply_gradients under {type(strategy).__name__} would update this worker's copy of "
+        "the variables only; the parameter servers hold them. Train with model.fit (a tf.keras model, or "
+        "stratagem.Model(keras_model), trains under ParameterServerStrategy), or write the step with torch: "
+        "module = strategy.distribute_module(stratagem.models.keras_model.KerasModule(keras_model)), "
+        "optimizer = strategy.distribute_optimizer(torch.optim.Adam(module.parameters())), loss.backward(), "
+        f"optimizer.step() (README, ParameterServerStrategy). Received: strategy={type(strategy).__name__}"
+    )
 
 
 def sum_gradients(strategy: Any, pairs: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:

@@ -10,6 +10,7 @@ import torch
 import stratagem  # noqa: F401  (the torch backend, before keras)
 import keras
 from stratagem.distribute import context
+from stratagem.errors import ConfigurationError
 from stratagem.models.keras_internals import install_replica_hooks, local_result
 
 
@@ -76,3 +77,20 @@ def test_keras_metric_made_in_scope_reads_over_replicas_outside_run_and_locally_
     assert float(local_result(in_scope)) == 3.0 and float(in_scope.variables[0].numpy()) == 3.0  # state unchanged
     with context.replica_context(twin):
         assert float(in_scope.result()) == 3.0  # replica context: this replica's value
+
+
+class _ServerStrategy(_TwinStrategy):
+    """Stands in for ParameterServerStrategy: its steps are scheduled and its variables live elsewhere."""
+
+    num_replicas_in_sync = 1
+
+    def pull_all(self) -> None:
+        return None
+
+
+def test_apply_gradients_under_parameter_servers_refuses_instead_of_updating_a_local_copy() -> None:
+    install_replica_hooks()
+    weight = keras.Variable(np.array([1.0], np.float32))
+    with context.replica_context(_ServerStrategy()), pytest.raises(ConfigurationError, match="parameter servers"):
+        _one_step(keras.optimizers.SGD(0.1), weight)
+    assert float(weight.numpy()[0]) == 1.0
