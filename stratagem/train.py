@@ -195,12 +195,6 @@ class CheckpointLoadStatus:
         """Marks a partial restore as intended (nothing is warned about here either way)."""
         return self
 
-    def run_restore_ops(self, session: Any = None) -> None:
-        """Does nothing: values were assigned by ``restore`` (TF 1 graphs ran them here)."""
-
-    def initialize_or_restore(self, session: Any = None) -> None:
-        """Does nothing: values were assigned by ``restore``."""
-
 
 class CheckpointManager:
     """Numbered checkpoints in one folder, keeping the newest ``max_to_keep`` (``tf.train.CheckpointManager``).

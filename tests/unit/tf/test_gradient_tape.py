@@ -61,6 +61,7 @@ def test_watch_accessed_variables_false_gives_gradients_only_for_watched() -> No
         y = a.value * b.value
     grad_a, grad_b = tape.gradient(y, [a, b])
     assert float(grad_a) == 3.0 and grad_b is None
+    assert tape.watched_variables() == (a.value,)
 
 
 def test_stop_recording_blocks_the_gradient_through_that_part() -> None:
