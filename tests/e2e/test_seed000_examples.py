@@ -14,15 +14,15 @@ from tests.e2e._seed_examples import TIMEOUT_S, Case, check_case, keras_home, pa
 pytestmark = pytest.mark.e2e
 
 CASES = [
-    Case("seed000_numpy_input.py", "python", {}, r"val_accuracy: ([\d.]+)", 0.90,
-         "the seed's whole run (10 epochs of 16 Adam steps of 256); the seed prints val_accuracy without a number",
+    Case("seed000_numpy_input.py", "python", {}, r"val_accuracy: ([\d.]+)", 0.85,
+         "the seed's whole run (10 epochs of 16 Adam steps of 256): 0.918-0.927 over runs; the seed prints no number",
          uses=("keras.datasets.mnist.load_data", "keras.utils.to_categorical")),
-    Case("seed000_tf_data_input.py", "python", {}, r"val_accuracy: ([\d.]+)", 0.90,
-         "the same model and steps as the numpy run, fed by the tf.data pipeline (validation: 5 batches)",
+    Case("seed000_tf_data_input.py", "python", {}, r"val_accuracy: ([\d.]+)", 0.85,
+         "the same model and steps as the numpy run, fed by the tf.data pipeline: 0.913-0.914 over runs",
          uses=("keras.datasets.mnist.load_data", "cast", "float64", "expand_dims", "one_hot", "int32",
                "data.Dataset", "data.experimental.AUTOTUNE")),
     Case("seed000_mirrored.py", "run2", {}, r"\[rank 0\].*val_accuracy: ([\d.]+)", 0.85,
-         "the seed's whole run; global batch 512 over 2 replicas, so half the steps (the data run out mid-epoch)",
+         "the seed's whole run; global batch 512 over 2 replicas, half the steps: 0.919-0.921 over runs",
          uses=("keras.datasets.mnist.load_data", "cast", "float64", "expand_dims", "one_hot", "int32",
                "data.Dataset", "data.experimental.AUTOTUNE", "distribute.MirroredStrategy")),
 ]

@@ -1,4 +1,4 @@
-"""Seed 001's basic run and simple_worker_mnist.py (two workers, TF_CONFIG each) run and learn.
+"""Seed 001's simple_worker_mnist.py: two workers, each started with its own TF_CONFIG, train and learn.
 
 Thresholds and launch forms: tests/e2e/_seed_examples.py.
 """
@@ -14,12 +14,8 @@ from tests.e2e._seed_examples import TIMEOUT_S, Case, check_case, keras_home, pa
 pytestmark = pytest.mark.e2e
 
 CASES = [
-    Case("seed001_basic.py", "python", {}, r"accuracy: ([\d.]+)", 0.40,
-         "the seed's whole run, 3 x 70 steps of SGD(0.001): TF 2.21 reaches 0.562 on these digits (far from converged)",
-         uses=("config.experimental.list_physical_devices", "config.experimental.set_memory_growth",
-               "keras.datasets.fashion_mnist.load_data", "data.Dataset")),
-    Case("simple_worker_mnist.py", "tf_config2", {}, r"accuracy: ([\d.]+)", 0.40,
-         "the basic run's 210 SGD(0.001) steps, on a global batch of 128 over 2 workers",
+    Case("simple_worker_mnist.py", "tf_config2", {}, r"accuracy: ([\d.]+)", 0.30,
+         "the basic run's 210 SGD(0.001) steps on a global batch of 128 over 2 workers (0.53-0.56 over runs)",
          uses=("config.experimental.list_physical_devices", "config.experimental.set_memory_growth",
                "keras.datasets.fashion_mnist.load_data", "data.Dataset",
                "distribute.MultiWorkerMirroredStrategy")),
