@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 import numpy as np
+import numpy as np
 import pytest
 
 from stratagem.data import AUTOTUNE, Dataset, TFRecordDataset
@@ -151,6 +152,9 @@ def test_num_parallel_reads_interleaves_one_record_per_file(numbered_files: list
     assert_checkpoint_roundtrip(ds)
     assert sorted(TFRecordDataset(numbered_files, num_parallel_reads=AUTOTUNE)) == sorted(expected)
     assert list(ds.with_files_shard(2, 1)) == [b"2:0", b"2:1", b"2:2", b"2:3"]  # type: ignore[attr-defined]
+    names = Dataset.from_tensor_slices(np.array(numbered_files))
+    assert list(TFRecordDataset(names, num_parallel_reads=3)) == [b"0:0", b"2:0", b"0:1", b"2:1", b"0:2", b"2:2",
+                                                                  b"2:3"]
 
 
 def test_interleave_of_list_files_and_cache(tmp_path: Path, numbered_files: list[str]) -> None:
