@@ -26,7 +26,7 @@ import torch
 from stratagem import losses as losses_lib
 from stratagem import metrics as metrics_lib
 from stratagem import optimizers as optimizers_lib
-from stratagem.models.keras_internals import local_result
+from stratagem.models.keras_internals import learning_rate_setting, local_result
 from stratagem.models.keras_model import check_torch_backend, imported_keras, keras_device
 from stratagem.optimizers import schedules as schedules_lib
 
@@ -123,7 +123,7 @@ def optimizer_from_keras(keras_optimizer: Any) -> optimizers_lib.Optimizer:
             f"or stratagem.optimizers), or a torch.optim optimizer. Received: optimizer={name}"
         )
     config = keras_optimizer.get_config()
-    rate = keras_optimizer._learning_rate  # the schedule object itself; get_config holds it serialized
+    rate = learning_rate_setting(keras_optimizer)  # the schedule object itself; get_config holds it serialized
     keras = imported_keras()
     if isinstance(rate, keras.optimizers.schedules.LearningRateSchedule):  # type: ignore[union-attr]
         config["learning_rate"] = _mapped(rate, getattr(schedules_lib, type(rate).__name__, None), "schedule")

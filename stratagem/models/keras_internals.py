@@ -211,6 +211,30 @@ def global_result(metric: Any, strategy: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# A Keras model as the torch module strategies train (keras_model.py, keras_compile.py). Written for Keras 3.15.1.
+#
+# Keras lists a layer's own variables, and which of them it created non-trainable (BatchNormalization's moving
+# statistics, as opposed to weights frozen later with `trainable = False`), only in private attributes; and an
+# optimizer's `learning_rate` reads a schedule's current value, while `_learning_rate` holds the schedule itself.
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def all_layers(keras_model: Any) -> list[Any]:
+    """``keras_model`` and every layer inside it, depth first, each once."""
+    return list(keras_model._flatten_layers(include_self=True, recursive=True))
+
+
+def own_variables(layer: Any) -> tuple[list[Any], list[Any]]:
+    """The variables ``layer`` itself created: (trainable at creation, non-trainable at creation)."""
+    return list(layer._trainable_variables), list(layer._non_trainable_variables)
+
+
+def learning_rate_setting(keras_optimizer: Any) -> Any:
+    """What the optimizer was given as ``learning_rate``: a float variable or the ``LearningRateSchedule`` itself."""
+    return keras_optimizer._learning_rate
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # tf.keras models trained by stratagem (stratagem/tf/keras/_models.py). Written for Keras 3.15.1.
 #
 # Keras's `Functional` class is not exported; and Keras makes a subclass of `keras.Model` whose `__init__` passes

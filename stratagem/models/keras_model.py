@@ -29,6 +29,7 @@ from torch import nn
 from typing_extensions import override
 
 from stratagem.errors import ConfigurationError
+from stratagem.models.keras_internals import all_layers, own_variables
 
 BACKEND_ENV = "KERAS_BACKEND"
 
@@ -105,7 +106,7 @@ class KerasModule(nn.Module):
         # NOTE: kept out of torch's registry (object.__setattr__): registered, the Keras model's own
         # duplicate parameters would appear next to the ones below.
         object.__setattr__(self, "keras_model", keras_model)
-        born_non_trainable = {id(v) for layer in keras_model._flatten_layers() for v in layer._non_trainable_variables}
+        born_non_trainable = {id(v) for layer in all_layers(keras_model) for v in own_variables(layer)[1]}
         # (holder module, attribute name, variable) of each buffer, for _apply.
         self._buffer_variables: list[tuple[nn.Module, str, Any]] = []
         owners = _owners(self, keras_model)
@@ -160,12 +161,12 @@ def _owners(root: nn.Module, keras_model: Any) -> dict[int, nn.Module]:
     """
     owners: dict[int, nn.Module] = {}
     counts: dict[str, int] = {}
-    for layer in keras_model._flatten_layers(include_self=True, recursive=True):
+    for layer in all_layers(keras_model):
         # Keras's snake case of a class name: Conv2D -> conv2d, BatchNormalization -> batch_normalization.
         kind = re.sub(r"([a-z])([A-Z])", r"\1_\2", re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", type(layer).__name__)).lower()
         number = counts.get(kind, 0)
         counts[kind] = number + 1
-        own = [*layer._trainable_variables, *layer._non_trainable_variables]
+        own = [variable for variables in own_variables(layer) for variable in variables]
         if not own:
             continue
         holder = nn.Module()

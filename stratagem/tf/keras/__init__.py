@@ -25,9 +25,12 @@ import keras  # noqa: E402
 
 check_torch_backend(keras, "stratagem.tf.keras")
 
-from keras import Input, InputSpec, KerasTensor, Layer, Loss, Metric, Operation, Regularizer, Variable  # noqa: E402
+from keras import (  # noqa: E402
+    DTypePolicy, Initializer, Input, InputSpec, KerasTensor, Layer, Loss, Metric, Operation, Optimizer, Regularizer,
+    StatelessScope, Variable, device, name_scope, version,
+)
 
-from stratagem.tf._refusal import missing_name  # noqa: E402
+from stratagem.tf._refusal import ALTERNATIVES, missing_name  # noqa: E402
 from stratagem.tf.keras._models import Model, Sequential  # noqa: E402
 
 # Keras 3's namespaces, as they are: `import stratagem.tf.keras.layers` and `tf.keras.layers.Dense` both resolve.
@@ -37,6 +40,16 @@ for _name in _KERAS_NAMESPACES:
     _module = importlib.import_module(f"keras.{_name}")
     sys.modules[f"{__name__}.{_name}"] = _module
     globals()[_name] = _module
+
+_PICKLED = ("Keras reads it with pickle, which runs code from the file, so stratagem does not provide it; load the "
+            "data into numpy arrays yourself, or use stratagem.datasets (digits is bundled)")
+ALTERNATIVES.update({
+    **{f"tf.keras.datasets.{name}": _PICKLED for name in ("cifar10", "cifar100", "imdb", "reuters")},
+    "tf.keras.applications": "pretrained models download their weights from the network: not provided; build the "
+                             "architecture with tf.keras.layers and load weights you have with model.load_weights",
+    "tf.keras.distribution": "Keras 3's distribution API runs on JAX only; use tf.distribute strategies "
+                             "(stratagem.distribute), which train tf.keras models through fit",
+})
 
 # Namespaces with stratagem's behaviour in them: loaded on first use.
 _OWN_NAMESPACES = ("callbacks", "datasets", "estimator", "mixed_precision", "models", "optimizers")
@@ -54,5 +67,6 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_OWN_NAMESPACES))
 
 
-__all__ = ["Input", "InputSpec", "KerasTensor", "Layer", "Loss", "Metric", "Model", "Operation", "Regularizer",
-           "Sequential", "Variable", *_KERAS_NAMESPACES, *_OWN_NAMESPACES]
+__all__ = ["DTypePolicy", "Initializer", "Input", "InputSpec", "KerasTensor", "Layer", "Loss", "Metric", "Model",
+           "Operation", "Optimizer", "Regularizer", "Sequential", "StatelessScope", "Variable", "device", "name_scope",
+           "version", *_KERAS_NAMESPACES, *_OWN_NAMESPACES]
