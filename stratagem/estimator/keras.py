@@ -67,7 +67,11 @@ def model_to_estimator(keras_model: Any = None, keras_model_path: str | None = N
         raise ValueError("keras_model_path (an HDF5 file) and checkpoint_format are TF file formats; pass the compiled "
                          f"model as keras_model. Received: keras_model_path={keras_model_path!r}, "
                          f"checkpoint_format={checkpoint_format!r}")
-    if is_keras_layer(keras_model):
+    from stratagem.models.keras_training import KerasTraining
+
+    if isinstance(keras_model, KerasTraining):  # a stratagem.tf.keras model: the stratagem.Model its compile made
+        keras_model = keras_model._trainer()
+    elif is_keras_layer(keras_model):
         keras_model = _from_compiled_keras(keras_model)
     if not isinstance(keras_model, Model):
         raise TypeError("model_to_estimator takes a compiled Keras 3 model or a compiled stratagem.Model; wrap a torch "

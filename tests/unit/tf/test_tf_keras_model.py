@@ -116,3 +116,16 @@ def test_summary_prints_keras_table(capsys: pytest.CaptureFixture[str]) -> None:
 def test_loss_weights_refused_with_the_reason() -> None:
     with pytest.raises(ValueError, match="loss_weights is not implemented"):
         _cnn().compile(optimizer="sgd", loss="mse", loss_weights=[0.5])
+
+
+def test_model_to_estimator_trains_the_tf_keras_model_as_compiled(tmp_path: Path) -> None:
+    x, y = images(32)
+    model = _compiled(_cnn())
+    estimator = tf.keras.estimator.model_to_estimator(keras_model=model, model_dir=str(tmp_path))
+
+    def input_fn() -> stratagem.data.Dataset:
+        return stratagem.data.Dataset.from_tensor_slices((x, y)).batch(16)
+
+    estimator.train(input_fn, steps=2)
+    results = estimator.evaluate(input_fn)
+    assert results["global_step"] == 2 and set(results) == {"loss", "accuracy", "global_step"}
