@@ -1,5 +1,5 @@
-"""The custom training loop as TF writes it (seed 002's shape: strategy.run(train_step) with a GradientTape,
-compute_average_loss, a Keras optimizer's apply_gradients, strategy.reduce) on 2 replicas matches one replica
+"""The custom training loop as TF writes it (seed 002's shape: a tf.function calling strategy.run(train_step) with
+a GradientTape, tf.nn.compute_average_loss, a Keras optimizer's apply_gradients, strategy.reduce) on 2 replicas matches one replica
 on the global batch; Keras metrics read outside run give the global value; a tf.train.Checkpoint saved on 2
 replicas restores on 1 and on 3."""
 
@@ -11,11 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-import stratagem
+import stratagem  # noqa: F401  (before keras: the torch backend)
 import stratagem.tf as tf
 import keras  # after stratagem: the torch backend
 from stratagem.models.keras_internals import local_result
-from stratagem.nn import compute_average_loss
 from stratagem.testing import run_workers
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(240)]
@@ -61,24 +60,28 @@ def _train(strategy: object, optimizer_name: str, seed: int) -> dict:
         with tf.GradientTape() as tape:
             predictions = model(images, training=True)
             per_example_loss = loss_object(labels, predictions)
-            loss = compute_average_loss(per_example_loss, global_batch_size=GLOBAL_BATCH)
+            loss = tf.nn.compute_average_loss(per_example_loss, global_batch_size=GLOBAL_BATCH)
         gradients = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(gradients, model.trainable_variables))
         train_accuracy.update_state(labels, predictions)
         train_loss.update_state(per_example_loss)
         return loss.detach()
 
+    @tf.function
+    def distributed_train_step(dataset_inputs: tuple) -> torch.Tensor:
+        per_replica_losses = strategy.run(train_step, args=(dataset_inputs,))
+        assert len(strategy.experimental_local_results(per_replica_losses)) == 1
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_losses, axis=None)
+
     x, y = _data()
-    dataset = stratagem.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
     losses = []
     if strategy is None:
         for batch in dataset:
             losses.append(float(train_step(batch)))
     else:
         for batch in strategy.experimental_distribute_dataset(dataset):
-            per_replica_losses = strategy.run(train_step, args=(batch,))
-            assert len(strategy.experimental_local_results(per_replica_losses)) == 1
-            losses.append(float(strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_losses, axis=None)))
+            losses.append(float(distributed_train_step(batch)))
     return {"model": model, "optimizer": optimizer, "metric": train_accuracy, "loss_metric": train_loss, "losses": losses,
             "weights": [w.numpy() for w in model.weights], "slots": [v.numpy() for v in optimizer.variables]}
 
@@ -103,7 +106,7 @@ def _worker_train_and_save(rank: int, world_size: int, folder: str) -> dict:
                      "mean_loss": float(run["loss_metric"].result()),
                      "local_mean_loss": float(local_result(run["loss_metric"]))}
     # The Adam run is the one checkpointed: model, optimizer (slots), metric and a step counter.
-    step = keras.Variable(STEPS, dtype="int64", trainable=False)
+    step = tf.Variable(STEPS, dtype=tf.int64)
     checkpoint = tf.train.Checkpoint(model=run["model"], optimizer=run["optimizer"], metric=run["metric"], step=step)
     manager = tf.train.CheckpointManager(checkpoint, folder, max_to_keep=2)
     out["paths"] = [manager.save() for _ in range(3)]
@@ -124,7 +127,7 @@ def _restore_fresh(strategy: object, folder: str, seed: int) -> dict:
         model = _model(seed, facade=True)
         optimizer = OPTIMIZERS["adam"]()
         metric = keras.metrics.SparseCategoricalAccuracy(name="train_accuracy")
-        step = keras.Variable(0, dtype="int64", trainable=False)
+        step = tf.Variable(0, dtype=tf.int64)
     status = tf.train.Checkpoint(model=model, optimizer=optimizer, metric=metric, step=step).restore(
         tf.train.latest_checkpoint(folder))
     status.assert_consumed()
