@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from stratagem.errors import DataLossError  # raised by TFRecordDataset for a damaged record, under TF's name
 from stratagem.tf._refusal import missing_name
 
 
@@ -40,5 +41,5 @@ def __getattr__(name: str) -> Any:
     raise missing_name("tf.errors", name)
 
 
-__all__ = ["AlreadyExistsError", "InvalidArgumentError", "NotFoundError", "OpError", "OutOfRangeError",
+__all__ = ["AlreadyExistsError", "DataLossError", "InvalidArgumentError", "NotFoundError", "OpError", "OutOfRangeError",
            "UnimplementedError"]

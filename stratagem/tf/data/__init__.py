@@ -11,6 +11,7 @@ from stratagem.data import (
     Dataset,
     Options,
     TextLineDataset,
+    TFRecordDataset,
 )
 from stratagem.tf._refusal import missing_name
 from stratagem.tf.data import experimental
@@ -20,5 +21,5 @@ def __getattr__(name: str) -> Any:
     raise missing_name("tf.data", name)
 
 
-__all__ = ["AUTOTUNE", "Dataset", "INFINITE_CARDINALITY", "Options", "TextLineDataset", "UNKNOWN_CARDINALITY",
-           "experimental"]
+__all__ = ["AUTOTUNE", "Dataset", "INFINITE_CARDINALITY", "Options", "TFRecordDataset", "TextLineDataset",
+           "UNKNOWN_CARDINALITY", "experimental"]

@@ -1,11 +1,22 @@
-"""``tf.io``: ``read_file``/``write_file`` and ``tf.io.gfile`` (the local file system)."""
+"""``tf.io``: ``read_file``/``write_file``, ``tf.io.gfile`` (the local file system), and TFRecord files and
+``tf.train.Example`` parsing (``stratagem.io``'s)."""
 
 from __future__ import annotations
 
 import os
 from typing import Any
 
-from stratagem.io import read_file
+from stratagem.io import (
+    FixedLenFeature,
+    FixedLenSequenceFeature,
+    TFRecordOptions,
+    TFRecordWriter,
+    VarLenFeature,
+    decode_raw,
+    parse_example,
+    parse_single_example,
+    read_file,
+)
 from stratagem.tf._refusal import missing_name
 from stratagem.tf.io import gfile
 from stratagem.tf.image import decode_image, decode_jpeg, decode_png
@@ -22,4 +33,6 @@ def __getattr__(name: str) -> Any:
     raise missing_name("tf.io", name)
 
 
-__all__ = ["decode_image", "decode_jpeg", "decode_png", "gfile", "read_file", "write_file"]
+__all__ = ["FixedLenFeature", "FixedLenSequenceFeature", "TFRecordOptions", "TFRecordWriter", "VarLenFeature",
+           "decode_image", "decode_jpeg", "decode_png", "decode_raw", "gfile", "parse_example", "parse_single_example",
+           "read_file", "write_file"]
