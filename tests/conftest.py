@@ -23,12 +23,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--max-file-seconds", type=float, default=None, metavar="SECONDS",
                      help="fail the run when one test file's tests (setup, call and teardown) take longer than "
                           "this in all; prints the ten slowest files")
+    parser.addoption("--slow-files-to", default=None, metavar="PATH",
+                     help="with --max-file-seconds: write the files over the limit to PATH (one a line) instead of "
+                          "failing, to time them again alone (make test does, after its parallel run)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     limit = config.getoption("--max-file-seconds")
     if limit is not None:
-        config.pluginmanager.register(FileTimeGuard(limit), "stratagem-file-time-guard")
+        guard = FileTimeGuard(limit, slow_files_to=config.getoption("--slow-files-to"))
+        config.pluginmanager.register(guard, "stratagem-file-time-guard")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -41,10 +45,15 @@ def _tier(item: pytest.Item) -> int:
 
 
 class FileTimeGuard:
-    """Sums each test file's phase durations; a file over ``limit_s`` fails the session."""
+    """Sums each test file's phase durations; a file over ``limit_s`` fails the session.
 
-    def __init__(self, limit_s: float) -> None:
-        self.limit_s = limit_s
+    With ``slow_files_to`` the files over the limit are written there instead: beside
+    another xdist worker a file can take up to twice its time alone, so ``make test``
+    times those files again on their own, and only a file still over the limit fails.
+    """
+
+    def __init__(self, limit_s: float, *, slow_files_to: str | None = None) -> None:
+        self.limit_s, self.slow_files_to = limit_s, slow_files_to
         self.seconds: dict[str, float] = defaultdict(float)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -56,7 +65,12 @@ class FileTimeGuard:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.slow_files() and session.exitstatus == pytest.ExitCode.OK:
+        if hasattr(session.config, "workerinput"):  # an xdist worker: the controller sums every worker's reports
+            return
+        if self.slow_files_to is not None:
+            with open(self.slow_files_to, "w", encoding="utf-8") as f:
+                f.writelines(f"{path}\n" for path in self.slow_files())
+        elif self.slow_files() and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
@@ -65,7 +79,10 @@ class FileTimeGuard:
         for path, seconds in slowest:
             terminalreporter.write_line(f"{seconds:8.1f} s  {path}")
         slow = self.slow_files()
-        if slow:
+        if slow and self.slow_files_to is not None:
+            terminalreporter.write_line(f"over {self.limit_s:g} s beside another worker, to be timed alone: "
+                                        f"{', '.join(slow)}")
+        elif slow:
             terminalreporter.write_line(
                 f"FAILED: {len(slow)} test file(s) took longer than {self.limit_s:g} s: {', '.join(slow)}. Make their "
                 "processes cheaper (stratagem.testing's warm workers), their steps fewer or their waits shorter.",
