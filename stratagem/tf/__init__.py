@@ -17,6 +17,10 @@ from typing import Any
 
 from stratagem.tf._refusal import missing_name
 
+# The TensorFlow release whose API this namespace follows and was checked against (stratagem's own version is
+# stratagem.__version__): scripts that print or compare tf.__version__ see the API they were written for.
+__version__ = "2.21.0"
+
 # Submodules: `tf.<name>` -> the module that holds TF's names for that namespace.
 _SUBMODULES: dict[str, str] = {
     # --- tf.keras (Keras 3 trained by stratagem) ---

@@ -47,6 +47,16 @@ ALTERNATIVES: dict[str, str] = {
     "tf.experimental": "tf.experimental is not provided: use torch or keras.ops for NumPy-style ops",
     "tf.hub": ("TensorFlow Hub models are not provided: its modules are TF graphs that torch cannot run; use a "
                "Keras 3 model or a torch model"),
+    **{f"tf.estimator.{name}": ("premade Estimators are not provided: write a model_fn for tf.estimator.Estimator, "
+                                "or build the Keras model and use tf.keras.estimator.model_to_estimator")
+       for name in ("LinearRegressor", "LinearClassifier", "DNNClassifier", "DNNRegressor",
+                    "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor", "BoostedTreesClassifier",
+                    "BoostedTreesRegressor", "BaselineClassifier", "BaselineRegressor")},
+    "tf.data.experimental.make_csv_dataset": ("CSV datasets are not provided: read the file with "
+                                              "tf.data.TextLineDataset and split lines in map(), or load it "
+                                              "with numpy/pandas and use Dataset.from_tensor_slices"),
+    "tf.data.experimental.CsvDataset": ("CSV datasets are not provided: read the file with tf.data.TextLineDataset "
+                                        "and split lines in map(), or load it with numpy/pandas"),
     "tf.test": "tf.test is not provided: use pytest, and torch.testing.assert_close for tensors",
 }
 

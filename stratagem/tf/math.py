@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+import numpy as np
 import torch
 
 from stratagem.tf import dtypes
 from stratagem.tf._array_ops import add_n
 from stratagem.tf._refusal import missing_name
-from stratagem.tf._tensor import operands, tensor
+from stratagem.tf._tensor import convert, operands, tensor
 
 
 def _binary(op: str, fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Callable[..., torch.Tensor]:
@@ -62,8 +63,27 @@ def _power(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 pow = _binary("pow", _power)  # noqa: A001 (TF's name)
 squared_difference = _binary("squared_difference", lambda x, y: (x - y).square())
-equal = _binary("equal", torch.eq)
-not_equal = _binary("not_equal", torch.ne)
+_equal = _binary("equal", torch.eq)
+_not_equal = _binary("not_equal", torch.ne)
+
+
+def equal(x: Any, y: Any, name: str | None = None) -> torch.Tensor:
+    """``tf.math.equal``: element-wise ``x == y`` (strings compare as bytes, as TF compares string tensors)."""
+    return _compare_text(x, y, np.equal) if _is_text(x) or _is_text(y) else _equal(x, y)
+
+
+def not_equal(x: Any, y: Any, name: str | None = None) -> torch.Tensor:
+    """``tf.math.not_equal``: element-wise ``x != y`` (strings compare as bytes)."""
+    return _compare_text(x, y, np.not_equal) if _is_text(x) or _is_text(y) else _not_equal(x, y)
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, (bytes, str)) or (isinstance(value, np.ndarray) and value.dtype.kind in "SUO")
+
+
+def _compare_text(x: Any, y: Any, compare: Any) -> torch.Tensor:
+    left, right = (np.asarray(convert(v, dtypes.string), dtype=object) for v in (x, y))
+    return torch.as_tensor(np.asarray(compare(left, right), dtype=bool))
 less = _binary("less", torch.lt)
 less_equal = _binary("less_equal", torch.le)
 greater = _binary("greater", torch.gt)

@@ -6,6 +6,7 @@ from typing import Any
 
 from stratagem.data import AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, AutoShardPolicy, Dataset
 from stratagem.data.experimental import map_and_batch, shuffle_and_repeat
+from stratagem.data.ops.counter import CounterDataset
 from stratagem.data.options import AutotuneOptions, DistributeOptions
 from stratagem.tf._refusal import missing_name
 
@@ -13,6 +14,17 @@ from stratagem.tf._refusal import missing_name
 def cardinality(dataset: Dataset) -> int:
     """``tf.data.experimental.cardinality``: ``dataset.cardinality()``."""
     return dataset.cardinality()
+
+
+def Counter(start: int = 0, step: int = 1, dtype: Any = None) -> Dataset:  # noqa: N802 (TF's name)
+    """``tf.data.experimental.Counter``: the endless int64 count ``start, start + step, ...``.
+
+    Raises:
+        ValueError: For a ``dtype`` other than int64 (the only one offered).
+    """
+    if dtype is not None and getattr(dtype, "name", str(dtype).removeprefix("torch.")) != "int64":
+        raise ValueError(f"Counter counts in int64 here; cast with map() for another dtype. Received: dtype={dtype!r}")
+    return CounterDataset(start, step)
 
 
 # TF 2.x keeps these older spellings of the Dataset methods.
@@ -25,7 +37,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "AUTOTUNE", "AutoShardPolicy", "AutotuneOptions", "DistributeOptions", "INFINITE_CARDINALITY",
+    "AUTOTUNE", "AutoShardPolicy", "AutotuneOptions", "Counter", "DistributeOptions", "INFINITE_CARDINALITY",
     "UNKNOWN_CARDINALITY", "cardinality", "choose_from_datasets", "map_and_batch", "sample_from_datasets",
     "shuffle_and_repeat",
 ]

@@ -83,3 +83,28 @@ def test_from_generator_argument_conflicts_raise():
                                        output_signature=tf.TensorSpec((), tf.int32))
     with pytest.raises(TypeError, match="output_shapes needs output_types"):
         tf.data.Dataset.from_generator(lambda: iter([]), output_shapes=())
+
+
+def test_from_generator_as_the_tf_guides_write_it():
+    def count(stop):
+        i = 0
+        while i < stop:
+            yield i
+            i += 1
+
+    counted = tf.data.Dataset.from_generator(count, args=[5], output_types=tf.int32, output_shapes=())
+    assert [b.tolist() for b in counted.batch(2)] == [[0, 1], [2, 3], [4]]
+    rows = tf.data.Dataset.from_generator(lambda: (np.random.rand(4) for _ in range(2)),
+                                          output_types=(tf.float32), output_shapes=tf.TensorShape([4]))
+    assert [(r.dtype, tuple(r.shape)) for r in rows] == [(torch.float32, (4,))] * 2
+
+
+def test_counter_and_string_ops_of_the_data_guide():
+    assert [int(n) for n in tf.data.experimental.Counter(start=2, step=3).take(3)] == [2, 5, 8]
+    assert tf.not_equal(tf.strings.substr(b"0,x", 0, 1), "0").item() is False
+    assert tf.equal(np.array([b"a", b"b"]), "a").tolist() == [True, False]
+    assert tf.strings.substr(["hello", "ab"], 1, 2).tolist() == [b"el", b"b"]
+    assert tf.strings.length(["ab", "c"]).tolist() == [2, 1]
+    assert tf.strings.to_number(["1.5", "2"]).tolist() == [1.5, 2.0]
+    assert tf.strings.join(["a", "b"], separator="-") == b"a-b"
+    assert tf.strings.split("data/cats/1.jpg", "/")[-2] == b"cats"
