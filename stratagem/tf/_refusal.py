@@ -58,6 +58,16 @@ ALTERNATIVES: dict[str, str] = {
     "tf.data.experimental.CsvDataset": ("CSV datasets are not provided: read the file with tf.data.TextLineDataset "
                                         "and split lines in map(), or load it with numpy/pandas"),
     "tf.test": "tf.test is not provided: use pytest, and torch.testing.assert_close for tensors",
+    # --- tf.distribute, tf.train (loops) ---
+    "tf.distribute.Server": ("tf.distribute.Server is not needed: `stratagem run --ps P --workers W` (or each task "
+                             "started with its TF_CONFIG) runs the parameter servers, and ParameterServerStrategy "
+                             "connects to them"),
+    "tf.distribute.experimental_set_strategy": ("a strategy set for the whole program is not kept: put the code in "
+                                                "`with strategy.scope():`"),
+    "tf.distribute.cluster_resolver.KubernetesClusterResolver": ("use TFConfigClusterResolver (TF_CONFIG), "
+                                                                 "SlurmClusterResolver or SimpleClusterResolver"),
+    "tf.train.Saver": "TF 1's Saver is not provided: use tf.train.Checkpoint and tf.train.CheckpointManager",
+    "tf.train.MonitoredTrainingSession": _GRAPH_REASON,
 }
 
 

@@ -24,6 +24,10 @@ def test_unknown_names_raise_attribute_error_naming_them() -> None:
         tf.distribute.NoSuchStrategy
     with pytest.raises(AttributeError, match="tf.distribute.experimental.NoSuchThing"):
         tf.distribute.experimental.NoSuchThing
+    with pytest.raises(AttributeError, match="stratagem run --ps"):
+        tf.distribute.Server
+    with pytest.raises(AttributeError, match="tf.train.Checkpoint"):
+        tf.train.Saver
 
 
 def test_mirrored_strategy_accepts_cross_device_ops_with_one_warning() -> None:
