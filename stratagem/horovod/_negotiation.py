@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import weakref
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
@@ -40,6 +42,7 @@ class Kind(enum.IntEnum):
     REDUCESCATTER = 5
     BARRIER = 6
     JOIN = 7
+    GRADIENTS = 8  # a DistributedOptimizer's all-reduces of one step, checked once: shape = (count, checksum)
 
 
 # Index in this list is a dtype's code in the record; append only.
@@ -49,6 +52,16 @@ _DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.
 # gloo lacks these; each travels as a wider type that holds every value exactly.
 _WIDER = {torch.int16: torch.int32, torch.uint16: torch.int32, torch.uint32: torch.int64}
 WIRE_OPS = [dist.ReduceOp.SUM, dist.ReduceOp.MIN, dist.ReduceOp.MAX, dist.ReduceOp.PRODUCT]
+
+
+# Checksum of a DistributedOptimizer's gradients -> its stand-in (zeros for each of its all-reduces),
+# for a joined rank to take part in the steps of the ranks still training.
+_gradient_stand_ins: dict[int, weakref.WeakMethod] = {}
+
+
+def register_gradient_stand_in(checksum: int, stand_in: Callable[[], None]) -> None:
+    """Lets ``join`` answer a GRADIENTS call of ``checksum`` with ``stand_in`` (a bound method, held weakly)."""
+    _gradient_stand_ins[checksum] = weakref.WeakMethod(stand_in)  # type: ignore[arg-type]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +95,7 @@ def negotiate(call: Call, group: dist.ProcessGroup | None, members: int) -> list
     calls = _exchange(call, group, members)
     active = [(index, c) for index, c in enumerate(calls) if c.kind is not Kind.JOIN]
     problem = disagreement(active)
-    if problem is None and len(active) < members and call.kind is not Kind.ALLREDUCE:
+    if problem is None and len(active) < members and call.kind not in (Kind.ALLREDUCE, Kind.GRADIENTS):
         joined = [index for index, c in enumerate(calls) if c.kind is Kind.JOIN]
         problem = (f"{call.kind.name.lower()} is not supported while ranks have called hvd.join() (as in "
                    f"Horovod): only all-reduces continue with zeros from joined ranks. Received: joined ranks={joined}")
@@ -109,6 +122,8 @@ def disagreement(calls: list[tuple[int, Call]]) -> str | None:
         checks.append(("dtypes", {r: str(c.dtype) for r, c in calls}))
         if kind in (Kind.ALLGATHER, Kind.ALLTOALL):  # axis 0 may differ; the rest may not
             checks.append(("shapes beyond axis 0", {r: (len(c.shape), c.shape[1:]) for r, c in calls}))
+        elif kind is Kind.GRADIENTS:
+            checks.append(("gradients (count, checksum of shapes and dtypes)", {r: c.shape for r, c in calls}))
         else:
             checks.append(("shapes", {r: c.shape for r, c in calls}))
         checks += [("root ranks", {r: c.root for r, c in calls}), ("reductions", {r: c.op for r, c in calls})]
@@ -131,6 +146,19 @@ def join() -> int:
         # The running ranks check their calls themselves and raise on a mismatch or a refused kind: nothing moves.
         if disagreement(active) is None and active[0][1].kind is Kind.ALLREDUCE:
             _stand_in_allreduce(active[0][1])
+        elif disagreement(active) is None and active[0][1].kind is Kind.GRADIENTS:
+            _stand_in_gradients(active[0][1])
+
+
+def _stand_in_gradients(call: Call) -> None:
+    method = _gradient_stand_ins.get(call.shape[1])
+    stand_in = method() if method is not None else None
+    if stand_in is None:
+        raise HorovodInternalError(
+            f"[rank {basics.rank()}] hvd.join(): the other ranks step a DistributedOptimizer that this rank does "
+            "not have, so it cannot take part with zeros. Build the same model and DistributedOptimizer on every "
+            f"rank. Received: gradients (count, checksum)={call.shape}")
+    stand_in()
 
 
 def _stand_in_allreduce(call: Call) -> None:

@@ -103,10 +103,14 @@ def _to_wire(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def start_allreduce(tensor: torch.Tensor, op: ReduceOp, *, prescale_factor: float, postscale_factor: float,
-                    process_set: ProcessSet) -> Started:
-    """Checks ``tensor`` against the other ranks and starts its all-reduce in place; see ``allreduce_async_``."""
+                    process_set: ProcessSet, checked: bool = False) -> Started:
+    """Checks ``tensor`` against the other ranks and starts its all-reduce in place; see ``allreduce_async_``.
+
+    ``checked``: the caller has checked this all-reduce with the other ranks
+    already (``DistributedOptimizer`` checks a whole step's gradients at once).
+    """
     group, members = basics.group_of(process_set), process_set.size()
-    if members > 1:
+    if members > 1 and not checked:
         _negotiation.negotiate(Call(Kind.ALLREDUCE, tensor.dtype, tuple(tensor.shape), op=_OP_CODES.index(op),
                                     wire_op=_WIRE_OP[op]), group, members)
     wire = _to_wire(tensor)

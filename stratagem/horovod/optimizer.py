@@ -4,7 +4,10 @@ A hook on every parameter fires when its gradient is accumulated; after
 ``backward_passes_per_step`` backward passes the gradient's asynchronous
 all-reduce starts, overlapping the rest of backward. ``step()`` (or
 ``synchronize()``) waits for them, writes the averaged gradients back into
-``.grad`` and then runs the wrapped optimizer's step.
+``.grad`` and then runs the wrapped optimizer's step. The ranks check a
+step's gradients against each other once, at its first all-reduce (count and
+a checksum of shapes and dtypes), not once per gradient: one small
+all-gather per step.
 
 Unlike Horovod, which subclasses the user's optimizer class on the fly, this
 wraps it (house style: wrap, never patch): ``param_groups``, ``state`` and
@@ -17,12 +20,15 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
-from stratagem.horovod import grouped, ops
+from stratagem.horovod import _handles, _negotiation, basics, grouped, ops
+from stratagem.horovod._negotiation import Call, Kind
 from stratagem.horovod.basics import ProcessSet, global_process_set
 from stratagem.horovod.compression import Compression, Compressor
 
@@ -90,6 +96,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._predivide = gradient_predivide_factor
         self._process_set = process_set
         self._sparse_as_dense = sparse_as_dense
+        self._sparse: set[torch.Tensor] = set()  # parameters whose gradients came sparse
         # A rank outside the process set steps on its own gradients (Horovod): no hooks, no all-reduce.
         self._local = not process_set.included()
         self._names = _parameter_names(optimizer, named_parameters)
@@ -160,24 +167,59 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self._launch(self._order[self._next])
 
     def _launch(self, p: torch.Tensor) -> None:
+        if self._next == 0:
+            self._check_step()
         if p.grad is None:  # unused on this rank, maybe used on another: every rank must send something
             p.grad = torch.zeros_like(p)
         if p.grad.is_sparse and self._sparse_as_dense:
             p.grad = p.grad.to_dense()
         self._next += 1
-        if p.grad.is_sparse:  # Horovod's sparse path: all-gather indices and values
-            self._handles[p] = (grouped.sparse_allreduce_async(p.grad, None, self._op, self._process_set), None)
+        if p.grad.is_sparse:  # Horovod's sparse path (all-gathers), started after the dense gradients
+            self._sparse.add(p)
+            self._handles[p] = (None, None)
             return
         compressed, context = self._compression.compress(p.grad)
         prescale, postscale = (1.0 / self._predivide, self._predivide) if self._op is ops.Average else (1.0, 1.0)
-        handle = ops.allreduce_async_(compressed, op=self._op, prescale_factor=prescale, postscale_factor=postscale,
-                                      process_set=self._process_set)
-        self._handles[p] = (handle, context)
+        works, finish = ops.start_allreduce(compressed, self._op, prescale_factor=prescale, postscale_factor=postscale,
+                                            process_set=self._process_set, checked=True)
+        self._handles[p] = (_handles.register("allreduce", works, finish), context)
+
+    def _check_step(self) -> None:
+        """Checks this step's all-reduces with the other ranks once, instead of once per gradient.
+
+        Every rank sends the count and a checksum of its dense gradients'
+        shapes and dtypes: a mismatch raises ``HorovodInternalError`` on every
+        rank before any gradient moves, and a rank inside ``hvd.join()`` learns
+        that it must take part with zeros (``_stand_in``).
+        """
+        members = self._process_set.size()
+        if members == 1:
+            return
+        dense = [p for p in self._order if p not in self._sparse]
+        signature = [(tuple(p.shape), str(self._wire_dtype(p))) for p in dense] + [self._op.value, self._predivide]
+        checksum = zlib.crc32(repr(signature).encode())
+        _negotiation.register_gradient_stand_in(checksum, self._stand_in)
+        call = Call(Kind.GRADIENTS, shape=(len(dense), checksum), op=list(ops.ReduceOp).index(self._op))
+        _negotiation.negotiate(call, basics.group_of(self._process_set), members)
+
+    def _wire_dtype(self, p: torch.Tensor) -> torch.dtype:
+        return _negotiation.wire_dtype(self._compression.compress(torch.zeros(0, dtype=p.dtype))[0].dtype)
+
+    def _stand_in(self) -> None:
+        """A joined rank's part in another rank's step: zeros for each dense gradient, in the same order."""
+        wire_op = _negotiation.WIRE_OPS[ops._WIRE_OP[self._op]]
+        group = basics.group_of(self._process_set)
+        for p in self._order:
+            if p not in self._sparse:
+                dist.all_reduce(torch.zeros(p.shape, dtype=self._wire_dtype(p)), op=wire_op, group=group)
 
     def synchronize(self) -> None:
         """Waits for every gradient's all-reduce (starting those not yet started) and writes the results to ``.grad``."""
         while self._next < len(self._order):
             self._launch(self._order[self._next])
+        for p in self._order:  # sparse gradients last, in the same order on every rank
+            if self._handles[p][0] is None:
+                self._handles[p] = (grouped.sparse_allreduce_async(p.grad, None, self._op, self._process_set), None)
         for p in self._order:
             handle, context = self._handles.pop(p)
             if callable(handle):  # a sparse gradient: the result replaces it

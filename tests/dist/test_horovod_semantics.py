@@ -35,6 +35,10 @@ def _check_mismatches_raise_everywhere(hvd, rank: int) -> None:  # type: ignore[
         with pytest.raises(hvd.HorovodInternalError, match=f"different {field}.*Received"):
             call()
     assert hvd.allreduce(torch.ones(2), op=hvd.Sum).tolist() == [2.0, 2.0], "the job goes on after the errors"
+    model = nn.Linear(2 + rank, 1)  # DistributedOptimizer checks a step's gradients once, before any moves
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1))
+    with pytest.raises(hvd.HorovodInternalError, match=r"different gradients \(count, checksum"):
+        model(torch.ones(1, 2 + rank)).sum().backward()  # raised at the step's first all-reduce
     hvd.allreduce_async(torch.ones(1), name="twice")
     with pytest.raises(ValueError, match="still in flight"):
         hvd.allreduce_async(torch.ones(1), name="twice")
