@@ -159,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="+", type=Path, help="Horovod test files (unittest style)")
     parser.add_argument("-k", default="", help="comma-separated substrings; run only tests whose name has one")
+    parser.add_argument("--part", default="1/1", metavar="I/N",
+                        help="run only the I-th of N interleaved parts of the tests (to keep each run short)")
     parser.add_argument("-np", dest="num_processes", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per test job (default 180)")
     parser.add_argument("--json", type=Path, default=None, help="write every result here")
@@ -169,11 +171,12 @@ def main(argv: list[str] | None = None) -> int:
     shim = Path(tempfile.mkdtemp(prefix="hvd-shim-"))
     write_shim(shim)
     results = []
+    part, parts = (int(n) for n in args.part.split("/"))
+    tests = [(path, cls, test) for path in args.paths for cls, test in collect(path.resolve())
+             if not args.k or any(piece in test for piece in args.k.split(","))]
     try:
-        for path in args.paths:
-            for cls, test in collect(path.resolve()):
-                if args.k and not any(part in test for part in args.k.split(",")):
-                    continue
+        for index, (path, cls, test) in enumerate(tests):
+            if index % parts == part - 1:
                 result = run_test(path.resolve(), cls, test, num_processes=args.num_processes,
                                   timeout_s=args.timeout, shim=shim, hide_muon=args.hide_muon)
                 result["file"] = path.name
