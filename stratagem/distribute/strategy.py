@@ -296,6 +296,6 @@ def _keras_device(device: torch.device) -> contextlib.AbstractContextManager[Any
     # objects built in this scope are made on this strategy's device instead (a CPU strategy on a GPU machine).
     if "keras" not in sys.modules:
         return contextlib.nullcontext()
-    from stratagem.models.keras_model import keras_device
+    from stratagem.models.keras_internals import keras_device
 
     return keras_device(device)

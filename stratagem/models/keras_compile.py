@@ -26,8 +26,8 @@ import torch
 from stratagem import losses as losses_lib
 from stratagem import metrics as metrics_lib
 from stratagem import optimizers as optimizers_lib
-from stratagem.models.keras_internals import learning_rate_setting, local_result
-from stratagem.models.keras_model import check_torch_backend, imported_keras, keras_device
+from stratagem.models.keras_internals import keras_device, learning_rate_setting, local_result
+from stratagem.models.keras_model import check_torch_backend, imported_keras
 from stratagem.optimizers import schedules as schedules_lib
 
 

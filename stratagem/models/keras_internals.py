@@ -333,3 +333,23 @@ def _refuse_keras_loop() -> bool:
         "it with `stratagem.tf.keras` (`import stratagem.tf as tf`: tf.keras.Sequential and tf.keras.Model train "
         "through stratagem as written). For outputs alone, call the model: `keras_model(x)`. "
         f"Received: num_replicas_in_sync={strategy.num_replicas_in_sync}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The device Keras computes on. Public Keras API only (keras.device); here because strategies reach Keras only
+# through this module.
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def keras_device(device: torch.device) -> Any:
+    """A context in which Keras makes its tensors on ``device``.
+
+    Keras's torch backend puts every tensor it makes (inputs converted in a layer's call, a loss's
+    labels, a metric's values, new variables) on its own default device, the GPU whenever there is
+    one, whatever device the strategy placed the model on: Keras code that stratagem runs runs inside this.
+    """
+    import keras
+
+    # "cpu", not "cpu:0": Keras moves each new variable to its device, and torch copies a CPU tensor "to" cpu:0
+    # (devices compare unequal), which turns a Parameter into a plain tensor.
+    return keras.device(str(device))

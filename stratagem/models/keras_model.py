@@ -29,7 +29,7 @@ from torch import nn
 from typing_extensions import override
 
 from stratagem.errors import ConfigurationError
-from stratagem.models.keras_internals import all_layers, own_variables
+from stratagem.models.keras_internals import all_layers, keras_device, own_variables
 
 BACKEND_ENV = "KERAS_BACKEND"
 
@@ -43,20 +43,6 @@ def is_keras_layer(value: Any) -> bool:
     """Whether ``value`` is a Keras layer or model (whatever Keras's backend)."""
     keras = imported_keras()
     return keras is not None and isinstance(value, keras.Layer)
-
-
-def keras_device(device: torch.device) -> Any:
-    """A context in which Keras makes its tensors on ``device``.
-
-    Keras's torch backend puts every tensor it makes (inputs converted in a layer's call, a loss's
-    labels, a metric's values) on its own default device, the GPU whenever there is one, whatever
-    device the strategy placed the model on: Keras code that stratagem runs runs inside this.
-    """
-    keras = imported_keras()
-    assert keras is not None, "a Keras object exists, so Keras was imported"
-    # "cpu", not "cpu:0": Keras moves each new variable to its device, and torch copies a CPU tensor "to" cpu:0
-    # (devices compare unequal), which turns a Parameter into a plain tensor.
-    return keras.device(str(device))
 
 
 def check_torch_backend(keras: Any, what: str) -> None:
