@@ -79,7 +79,7 @@ _KNOB = re.compile(r"SEED_|IMAGE_SIZE")
 # save_format (Keras 3 has none), and the feature key "input_1" (Keras 3 names a model's first input "input_layer").
 _TF_REFUSES = re.compile(r"\.options\(\)\.experimental_distribute\.auto_shard_policy = |save_format=|\"input_1\"")
 _KINDS = ("import", "data", "tf2.21", "knob", "display", "other")
-_DATA_SOURCE = re.compile(r"tfds|kaggle|digits|num_examples|splits|weights=|from_tensor_slices\(\(x_train\[")
+_DATA_SOURCE = re.compile(r"tfds|kaggle|digits|num_examples|splits|weights=|applications|from_tensor_slices\(\(x_train\[")
 
 
 def seed_text(seeds_dir: str, number: str) -> list[str]:
@@ -137,10 +137,10 @@ def _kind(line: str, replacement: str) -> str:
         return "import"
     if _TF_REFUSES.search(line):
         return "tf2.21"
-    if _KNOB.search(replacement):
-        return "knob"
     if _DATA_SOURCE.search(line) or _DATA_SOURCE.search(replacement):
         return "data"
+    if _KNOB.search(replacement):
+        return "knob"
     if (replacement.strip().startswith("print(") and not line.strip().startswith("print(")) or (
             replacement.rstrip() == line.rstrip() + ")"):
         return "display"  # a notebook shows a cell's last value; a script prints it

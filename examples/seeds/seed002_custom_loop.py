@@ -104,6 +104,6 @@ for epoch in range(EPOCHS):
                         train_accuracy.result() * 100, test_loss.result(),
                         test_accuracy.result() * 100))
 
-  test_loss.reset_states()
-  train_accuracy.reset_states()
-  test_accuracy.reset_states()
+  test_loss.reset_state()
+  train_accuracy.reset_state()
+  test_accuracy.reset_state()

@@ -2,6 +2,7 @@ import os
 
 #!pip install -q -U tensorflow-gpu
 import stratagem.tf as tf
+import keras
 
 import numpy as np
 
@@ -57,8 +58,9 @@ def input_fn(file_pattern, labels,
     
     return dataset
 
-# weights=None: the seed's ImageNet weights are a download (refused offline); the network trains from scratch here.
-keras_vgg16 = tf.keras.applications.VGG16(input_shape=(IMAGE_SIZE,IMAGE_SIZE,3),
+# The seed's VGG16 comes with ImageNet weights, a download stratagem.tf refuses (tf.keras.applications); Keras 3's own
+# VGG16 without them (weights=None) is the architecture, trained from scratch here.
+keras_vgg16 = keras.applications.VGG16(input_shape=(IMAGE_SIZE,IMAGE_SIZE,3),
                                           include_top=False, weights=None)
 
 output = keras_vgg16.output

@@ -17,7 +17,7 @@ CASES = [
     Case("seed002_custom_loop.py", "run2", {"SEED_EPOCHS": "1"}, r"\[rank 0\].*Test Accuracy: ([\d.]+)", 85.0,
          "one epoch of the custom loop (125 steps of global batch 32, Adam); printed in percent as TF's tutorial",
          uses=("keras.datasets.mnist.load_data", "distribute.MirroredStrategy", "data.Dataset",
-               "keras.losses.Reduction", "nn.compute_average_loss", "keras.metrics.Mean.reset_states", "GradientTape",
+               "keras.losses.Reduction", "nn.compute_average_loss", "keras.metrics.Mean.reset_state", "GradientTape",
                "function", "distribute.ReduceOp")),
     Case("seed002_tf_config.py", "argv2", {"SEED_EPOCHS": "2"}, r"Test accuracy: ([\d.]+)", 0.80,
          "2 epochs of the 128-unit MLP (global batch 32, Adam)",

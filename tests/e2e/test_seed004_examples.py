@@ -31,7 +31,7 @@ CASES = [
          uses=("keras.datasets.mnist.load_data", "contrib.lookup.index_table_from_tensor", "constant",
                "string_split", "image.decode_jpeg", "read_file", "image.convert_image_dtype",
                "image.resize_images", "one_hot", "data.Dataset.list_files", "contrib.data.shuffle_and_repeat",
-               "contrib.data.map_and_batch", "keras.applications.VGG16", "nn.softmax", "train.AdamOptimizer",
+               "contrib.data.map_and_batch", "nn.softmax", "train.AdamOptimizer",
                "contrib.distribute.MirroredStrategy", "estimator.RunConfig",
                "keras.estimator.model_to_estimator"),
          gap=f"{ESTIMATOR_GAP}; {DICT_FEATURES_GAP}"),

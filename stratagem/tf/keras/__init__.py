@@ -35,7 +35,7 @@ from stratagem.tf.keras._models import Model, Sequential  # noqa: E402
 
 # Keras 3's namespaces, as they are: `import stratagem.tf.keras.layers` and `tf.keras.layers.Dense` both resolve.
 _KERAS_NAMESPACES = ("activations", "backend", "config", "constraints", "dtype_policies", "initializers", "layers",
-                     "losses", "metrics", "ops", "preprocessing", "random", "regularizers", "saving", "tree", "utils")
+                     "metrics", "ops", "preprocessing", "random", "regularizers", "saving", "tree", "utils")
 for _name in _KERAS_NAMESPACES:
     _module = importlib.import_module(f"keras.{_name}")
     sys.modules[f"{__name__}.{_name}"] = _module
@@ -52,7 +52,7 @@ ALTERNATIVES.update({
 })
 
 # Namespaces with stratagem's behaviour in them: loaded on first use.
-_OWN_NAMESPACES = ("callbacks", "datasets", "estimator", "mixed_precision", "models", "optimizers")
+_OWN_NAMESPACES = ("callbacks", "datasets", "estimator", "losses", "mixed_precision", "models", "optimizers")
 
 
 def __getattr__(name: str) -> Any:
