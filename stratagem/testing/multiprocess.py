@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import pickle
 import queue
 import time
 import traceback
@@ -86,7 +87,7 @@ def _collect(processes: list[Any], results: mp.Queue, world_size: int, timeout_s
     if errors:
         raise RuntimeError("run_workers: worker(s) failed.\n" + "\n".join(
             f"--- rank {rank} ---\n{text}" for rank, text in sorted(errors.items())))
-    return [outcomes[rank][1] for rank in range(world_size)]
+    return [pickle.loads(outcomes[rank][1]) for rank in range(world_size)]
 
 
 def _grace(processes: list[Any], outcomes: dict[int, tuple[str, Any]], results: mp.Queue, world_size: int) -> None:
@@ -122,7 +123,9 @@ def _worker_main(fn: Callable[..., Any], rank: int, world_size: int, args: tuple
 
     torch.set_num_threads(1)
     try:
-        results.put((rank, "ok", fn(rank, world_size, *args)))
+        # By value: a tensor put on the queue as it is would be shared through a file descriptor, lost once this
+        # worker exits before the parent reads it.
+        results.put((rank, "ok", pickle.dumps(fn(rank, world_size, *args))))
     except BaseException:  # report everything, including SystemExit, to the parent
         results.put((rank, "error", traceback.format_exc()))
     finally:
