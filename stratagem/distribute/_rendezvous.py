@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import datetime
 import errno
+import hashlib
+import hmac
 import re
+import secrets
 import socket
 import threading
 import time
@@ -30,6 +33,7 @@ _MISSING_SEEN_KEY = "stratagem/rendezvous/missing_seen"
 _SETUP_FAILED_KEY = "stratagem/backend_setup/failed"
 _NOTICE_S = 2.0  # how long the chief stays up so the others read why the job cannot start
 _StoreErrors = (RuntimeError, dist.DistError)
+_FORGED = "Another process is writing to this job's rendezvous store"  # SignedStore's refusal
 
 
 def describe(rank: int, peers: Sequence[str] | None) -> str:
@@ -63,6 +67,106 @@ def connect_store(*, rank: int, master_addr: str, master_port: int, timeout_s: f
                 f"Received: master_addr={master_addr!r}, master_port={master_port}, timeout_s={timeout_s:g}",
                 operation="rendezvous", rank=rank, timeout_s=timeout_s,
             ) from None
+
+
+class SignedStore(dist.Store):
+    """A store whose every value is signed with the job's key and checked on read (HMAC-SHA256).
+
+    torch's ``TCPStore`` authenticates nobody, and anyone who reaches its port
+    can list its keys. Over this wrapper a value that a process without the
+    job's secret wrote (a stranger, or a process of another job pointed at this
+    job's chief) is refused with a ``ConfigurationError`` saying so, instead of
+    being taken for a rank's join or address. Every key the job reads goes
+    through it: the join barrier, the address check, gloo's own address
+    exchange, the agreements and the failure marks. A signature binds the
+    key, so a value copied to another key is refused too. Counters (``add``)
+    are signed values updated by ``compare_set``; each value carries a random
+    nonce so that two writers of the same number never write the same bytes.
+
+    Args:
+        inner: The store to wrap (the job's ``PrefixStore`` over the chief's ``TCPStore``).
+        key: The signing key, ``job_secret.derive_key(secret, "store")``.
+        where: Who this process is and which store it talks to, for messages ("rank 1, store at h:p").
+    """
+
+    _MAGIC = b"stratagem-signed/1\0"
+    _NONCE_BYTES = 16
+
+    def __init__(self, inner: dist.Store, *, key: bytes, where: str) -> None:
+        super().__init__()
+        self._inner, self._key, self._where = inner, key, where
+
+    @property
+    def timeout(self) -> datetime.timedelta:  # the wrapped store's: the job's timeout
+        return self._inner.timeout
+
+    def set_timeout(self, timeout: datetime.timedelta) -> None:
+        self._inner.set_timeout(timeout)
+
+    def set(self, key: str, value: str | bytes) -> None:
+        self._inner.set(key, self._seal(key, value if isinstance(value, bytes) else value.encode()))
+
+    def get(self, key: str) -> bytes:
+        return self._open(key, self._inner.get(key))
+
+    def check(self, keys: list[str]) -> bool:
+        if not self._inner.check(keys):
+            return False
+        for key in keys:  # a key present but forged is not a key this job wrote
+            self.get(key)
+        return True
+
+    def wait(self, keys: list[str], timeout: datetime.timedelta | None = None) -> None:
+        if timeout is None:
+            self._inner.wait(keys)
+        else:
+            self._inner.wait(keys, timeout)
+        for key in keys:
+            self.get(key)
+
+    def add(self, key: str, amount: int) -> int:
+        while True:
+            current = self._inner.get(key) if self._inner.check([key]) else b""
+            value = int(self._open(key, current)) + amount if current else amount
+            sealed = self._seal(key, str(value).encode())
+            if self._inner.compare_set(key, current, sealed) == sealed:
+                return value
+
+    def compare_set(self, key: str, expected: str | bytes, desired: str | bytes) -> bytes:
+        expected = expected if isinstance(expected, bytes) else expected.encode()
+        current = self._inner.get(key) if self._inner.check([key]) else b""
+        if (self._open(key, current) if current else b"") != expected:
+            return self._open(key, current) if current else expected
+        sealed = self._seal(key, desired if isinstance(desired, bytes) else desired.encode())
+        return self._open(key, self._inner.compare_set(key, current, sealed))
+
+    def delete_key(self, key: str) -> bool:
+        return self._inner.delete_key(key)
+
+    def num_keys(self) -> int:
+        return self._inner.num_keys()
+
+    def _seal(self, key: str, value: bytes) -> bytes:
+        nonce = secrets.token_bytes(self._NONCE_BYTES)
+        return self._MAGIC + nonce + self._mac(key, nonce, value) + value
+
+    def _open(self, key: str, sealed: bytes) -> bytes:
+        head = len(self._MAGIC) + self._NONCE_BYTES
+        nonce, mac, value = sealed[len(self._MAGIC):head], sealed[head:head + 32], sealed[head + 32:]
+        if not sealed.startswith(self._MAGIC) or not hmac.compare_digest(mac, self._mac(key, nonce, value)):
+            raise ConfigurationError(
+                f"[{self._where}] {_FORGED}: the key {key!r} holds "
+                "a value not signed with the job's secret, so it was not taken for a rank's. It comes from a "
+                "process of another job whose MASTER_ADDR/MASTER_PORT (or TF_CONFIG) name this job's chief, a "
+                "rank started with another STRATAGEM_JOB_SECRET, or a stranger that reaches the port. Give "
+                "every process of the job the same secret and the other job its own port, and keep the port on "
+                f"a network only the job's hosts reach. Received: key={key!r}, value={sealed[:40]!r}")
+        return value
+
+    def _mac(self, key: str, nonce: bytes, value: bytes) -> bytes:
+        encoded = key.encode()
+        message = len(encoded).to_bytes(4, "big") + encoded + nonce + value
+        return hmac.new(self._key, message, hashlib.sha256).digest()
 
 
 def _bind_listener(host: str, port: int) -> socket.socket:
@@ -192,7 +296,11 @@ def run_bounded_setup(setup: Callable[[], None], store: dist.Store, *, rank: int
                 operation="backend_setup", rank=rank, timeout_s=timeout_s,
             )
     if failure:
-        message = _gloo_failure(str(failure[0]), rank=rank, addresses=addresses, peers=peers)
+        text = str(failure[0])
+        if _FORGED in text:  # SignedStore refused a forged value gloo read; the backend made it a RuntimeError
+            start = max(0, text.rfind("[", 0, text.index(_FORGED)))  # from "[rank r/n, store at ...]" on
+            raise ConfigurationError(text[start:].splitlines()[0]) from None
+        message = _gloo_failure(text, rank=rank, addresses=addresses, peers=peers)
         try:
             store.set(_SETUP_FAILED_KEY, f"{describe(rank, peers)} failed: {message}")
             if rank == 0:

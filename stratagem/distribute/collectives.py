@@ -47,8 +47,13 @@ def init_process_group(
     # backend ("cpu:gloo,cuda:nccl", stratagem.horovod on CUDA hosts), whose CPU tensors go through gloo.
     _, address = choose_gloo_interface(master_addr) if "gloo" in backend else (None, None)
     store = _rendezvous.connect_store(rank=rank, master_addr=master_addr, master_port=master_port, timeout_s=timeout_s)
-    # The job's keys live under a prefix only holders of the job's secret can name (job_secret).
+    # The job's keys live under a prefix derived from the job's secret (job_secret), and with a secret
+    # every value is signed and checked on read: anyone reaching the port can list the keys and write.
     store = dist.PrefixStore(job_secret.store_prefix(master_addr), store)
+    signing_key = job_secret.store_signing_key()
+    if signing_key is not None:
+        store = _rendezvous.SignedStore(store, key=signing_key,
+                                        where=f"rank {rank}/{world_size}, store at {master_addr}:{master_port}")
     _rendezvous.wait_for_ranks(store, rank=rank, world_size=world_size, timeout_s=timeout_s, peers=peers)
     addresses = _rendezvous.exchange_addresses(store, rank=rank, world_size=world_size, address=address,
                                                master_addr=master_addr, peers=peers)

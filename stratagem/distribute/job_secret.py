@@ -7,7 +7,8 @@ variable or in a file named by ``STRATAGEM_JOB_SECRET_FILE`` (readable by the
 job's user only). From it each service derives its own key (``derive_key``):
 the parameter servers and the chief's coordination service check an HMAC of
 every call (``stratagem.distribute.ps.auth``), and the rendezvous store keeps
-the job's keys under a prefix derived from it (``collectives``).
+the job's keys under a prefix derived from it and signs every value with
+another (``collectives``, ``_rendezvous.SignedStore``).
 
 Without a secret (a process started by hand without the variable) nothing is
 authenticated, so servers refuse to listen beyond loopback (see ``auth``).
@@ -94,11 +95,12 @@ def store_prefix(master_addr: str, environ: Mapping[str, str] | None = None) -> 
     """The prefix of every key the job keeps in its rendezvous store (a ``torch.distributed.PrefixStore``).
 
     Derived from the secret, so a process without it writing the keys the job
-    reads (``stratagem/joined/1``, gloo's addresses) writes other keys, which
-    no rank reads. torch's ``TCPStore`` authenticates nobody: a stranger that
-    reaches its port can still list the keys (``list_keys``) and find the
-    prefix; keep the rendezvous port on a network only the job's hosts reach.
-    Without a secret the prefix is fixed, and a store beyond loopback gets a warning.
+    reads (``stratagem/joined/1``, gloo's addresses) by their names writes
+    other keys, which no rank reads. torch's ``TCPStore`` authenticates nobody:
+    a stranger that reaches its port can list the keys (``list_keys``) and find
+    the prefix, so with a secret every value is also signed
+    (``store_signing_key``) and a forged one is refused. Without a secret the
+    prefix is fixed, nothing is signed, and a store beyond loopback gets a warning.
     """
     secret = load(environ)
     if secret is None:
@@ -109,6 +111,15 @@ def store_prefix(master_addr: str, environ: Mapping[str, str] | None = None) -> 
                 f"{SECRET_ENV} (or {SECRET_FILE_ENV}); `stratagem run` on one host sets one itself.", stacklevel=3)
         return "stratagem-job"
     return "stratagem-job-" + derive_key(secret, "store")[:16].hex()
+
+
+def store_signing_key(environ: Mapping[str, str] | None = None) -> bytes | None:
+    """The key that signs every value the job writes to its rendezvous store (``_rendezvous.SignedStore``).
+
+    None without a secret: then nothing is signed.
+    """
+    secret = load(environ)
+    return None if secret is None else derive_key(secret, "store-signature")
 
 
 def is_loopback(host: str) -> bool:
