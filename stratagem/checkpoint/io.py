@@ -11,7 +11,6 @@ that names it.
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import shutil
@@ -23,6 +22,7 @@ from typing import Any
 
 import torch
 
+from stratagem._disk_full import raise_if_disk_full
 from stratagem.checkpoint.unpickling import refused, unpickle
 from stratagem.errors import CheckpointError
 
@@ -82,27 +82,6 @@ def remove_stale_temporaries(folder: str | os.PathLike[str], *, before_ns: int) 
                 entry.unlink()
         except OSError:  # gone meanwhile, or not ours to delete: it is only clean-up
             continue
-
-
-def raise_if_disk_full(err: BaseException, target: Path, *, what: str = "checkpoint",
-                       unchanged: str = "The previous checkpoint there is unchanged. ") -> None:
-    """Raises ``CheckpointError`` naming ``target`` if ``err`` (or what caused it) is a full disk or quota.
-
-    ``what`` names the file's kind in the message; ``unchanged`` says what the failed write left as it was.
-    """
-    # torch.save reports a failed write as "[enforce fail ...] unexpected pos", with the
-    # OSError of the Python file it wrote to as the context; safetensors puts it in the text.
-    seen: BaseException | None = err
-    while seen is not None:
-        if (isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT)) \
-                or "No space left on device" in str(seen) or "os error 28" in str(seen):
-            raise CheckpointError(
-                f"Cannot write {what} {str(target)!r}: no space left on device (the file system of "
-                f"{str(target.parent)!r} is full, or its quota is used up). {unchanged}"
-                "Free some space or write to another folder. "
-                f"Received: {type(err).__name__}: {str(err)[:200]}"
-            ) from err
-        seen = seen.__cause__ or seen.__context__
 
 
 def _torch_save(state: dict[str, Any], tmp: str) -> None:

@@ -16,6 +16,7 @@ import weakref
 from typing import Any
 
 import torch
+from typing_extensions import override
 
 # ---------------------------------------------------------------------------------------------------------------
 # Custom training loops across replicas. Written for Keras 3.15.1 (torch backend).
@@ -302,15 +303,19 @@ def _loop_guard_class(base: type) -> type:
         def _is_multi_process(self) -> bool:
             return _refuse_keras_loop()
 
+        @override  # Keras calls it on the distribution in force
         def get_data_layout(self, data_shape: Any) -> None:
             return None
 
+        @override  # Keras calls it on the distribution in force
         def get_variable_layout(self, variable: Any) -> None:
             return None
 
+        @override  # Keras calls it on the distribution in force
         def get_tensor_layout(self, path: str) -> None:
             return None
 
+        @override  # Keras calls it on the distribution in force
         def distribute_dataset(self, dataset: Any) -> Any:
             return dataset
 

@@ -18,6 +18,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from typing_extensions import override
+
 from stratagem import optimizers as optimizers_lib
 from stratagem._nest import map_structure
 from stratagem.distribute import context
@@ -88,12 +90,14 @@ class KerasTraining:
         if self.built:  # type: ignore[attr-defined]
             self._trainer()
 
+    @override  # Keras's saving calls it
     def get_compile_config(self) -> dict[str, Any] | None:
         """Keras's compile arguments as a ``.keras`` file records them (None if not Keras objects and names)."""
         config = self._training_state().keras_config
         keras = imported_keras()
         return None if config is None else keras.saving.serialize_keras_object(config)  # type: ignore[union-attr]
 
+    @override  # Keras's saving calls it
     def compile_from_config(self, config: dict[str, Any]) -> None:
         """Compiles with the arguments a ``.keras`` file recorded (``keras.models.load_model`` calls it)."""
         keras = imported_keras()

@@ -55,7 +55,7 @@ class DType:
 
     @property
     def is_unsigned(self) -> builtins.bool:
-        return self.name.startswith("uint") or self.name == "bool"
+        return self.name.startswith("uint")  # TF: bool has no ordering, so it is not "unsigned"
 
     @property
     def is_bool(self) -> builtins.bool:
@@ -67,7 +67,7 @@ class DType:
 
     @property
     def is_numeric(self) -> builtins.bool:
-        return self.name != "string"
+        return self.name not in ("string", "bool")
 
     @property
     def base_dtype(self) -> DType:

@@ -34,7 +34,7 @@ import torch
 
 from stratagem.data.dataset import Dataset
 from stratagem.data.iterator import DatasetIterator, IterContext
-from stratagem.checkpoint.io import raise_if_disk_full
+from stratagem._disk_full import raise_if_disk_full
 from stratagem.data.options import INFINITE_CARDINALITY
 from stratagem.errors import CheckpointError
 
