@@ -41,6 +41,9 @@ for _name in _KERAS_NAMESPACES:
     sys.modules[f"{__name__}.{_name}"] = _module
     globals()[_name] = _module
 
+# tf.keras 2's `Metric.reset_states()`, which Keras 3 renamed `reset_state()`: TF 2.x training loops call it.
+keras.metrics.Metric.reset_states = keras.metrics.Metric.reset_state  # type: ignore[attr-defined]
+
 _PICKLED = ("Keras reads it with pickle, which runs code from the file, so stratagem does not provide it; load the "
             "data into numpy arrays yourself, or use stratagem.datasets (digits is bundled)")
 ALTERNATIVES.update({

@@ -95,3 +95,14 @@ def test_keras_own_fit_refuses_while_a_strategy_has_several_replicas() -> None:
     for call in (lambda: model.fit(x, y, verbose=0), lambda: model.evaluate(x, y, verbose=0)):
         with pytest.raises(ConfigurationError, match=r"each replica alone.*Received: num_replicas_in_sync=2"):
             call()
+
+
+def test_metric_reset_states_is_tf_keras_2s_name_for_reset_state() -> None:
+    import stratagem.tf as tf
+
+    mean = tf.keras.metrics.Mean()
+    mean.update_state([4.0, 6.0])
+    assert float(mean.result()) == 5.0
+    mean.reset_states()
+    mean.update_state([1.0])
+    assert float(mean.result()) == 1.0
