@@ -46,10 +46,16 @@ def init_process_group(
     # reaches the chief, whatever this host's name resolves to (see _interfaces). Also for a mixed
     # backend ("cpu:gloo,cuda:nccl", stratagem.horovod on CUDA hosts), whose CPU tensors go through gloo.
     _, address = choose_gloo_interface(master_addr) if "gloo" in backend else (None, None)
-    store = _rendezvous.connect_store(rank=rank, master_addr=master_addr, master_port=master_port, timeout_s=timeout_s)
+    store = _chief_store(rank=rank, master_addr=master_addr, master_port=master_port, timeout_s=timeout_s)
+    # NOTE: a process may leave and join again (Horovod's shutdown then init). The chief keeps serving
+    # its store across that, so a rank that left first cannot reach a store about to close; and each
+    # join's keys live under its own generation, so nobody reads the last join's marks and addresses.
+    # Every rank of a job joins its chief the same number of times, so the generations agree.
+    generation = _joins[(master_addr, master_port)] = _joins.get((master_addr, master_port), 0) + 1
     # The job's keys live under a prefix derived from the job's secret (job_secret), and with a secret
     # every value is signed and checked on read: anyone reaching the port can list the keys and write.
-    store = dist.PrefixStore(job_secret.store_prefix(master_addr), store)
+    prefix = job_secret.store_prefix(master_addr)
+    store = dist.PrefixStore(prefix if generation == 1 else f"{prefix}/join{generation}", store)
     signing_key = job_secret.store_signing_key()
     if signing_key is not None:
         store = _rendezvous.SignedStore(store, key=signing_key,
@@ -73,6 +79,21 @@ def init_process_group(
 
 
 _store: dist.Store | None = None
+_joins: dict[tuple[str, int], int] = {}  # how often this process joined each chief (address, port)
+_served: tuple[tuple[str, int], dist.TCPStore] | None = None  # the store this process serves as chief
+
+
+def _chief_store(*, rank: int, master_addr: str, master_port: int, timeout_s: float) -> dist.TCPStore:
+    """The chief's store: served once per address by rank 0 and kept for later joins; a client elsewhere."""
+    global _served
+    if rank != 0:
+        return _rendezvous.connect_store(rank=rank, master_addr=master_addr, master_port=master_port,
+                                         timeout_s=timeout_s)
+    if _served is None or _served[0] != (master_addr, master_port):
+        _served = None  # a store for another address closes before this one binds
+        _served = ((master_addr, master_port), _rendezvous.connect_store(
+            rank=0, master_addr=master_addr, master_port=master_port, timeout_s=timeout_s))
+    return _served[1]
 
 
 def destroy_process_group(*, graceful: bool = False, timeout_s: float = 10.0) -> None:

@@ -172,3 +172,24 @@ def test_horovod_semantics_on_two_ranks_match_horovod() -> None:
         expected = [p - p.grad for p in local.parameters()]
     for got, want in zip(results[1]["local"], expected):
         assert_close(torch.tensor(got), want)
+
+
+def _worker_reinit(rank: int, world_size: int, cycles: int) -> list:
+    import stratagem.horovod as hvd
+
+    seen = []
+    hvd.init()
+    for _ in range(cycles):
+        # As Horovod's test_horovod_reinit: shutdown and init at once, no collective between, so a rank
+        # that leaves first reaches the chief while the chief may still be closing the old group.
+        hvd.shutdown()
+        assert not hvd.is_initialized()
+        hvd.init()
+        seen.append((hvd.rank(), hvd.size(), hvd.allreduce(torch.tensor([rank + 1.0]), op=hvd.Sum).item()))
+    hvd.shutdown()
+    return seen
+
+
+def test_shutdown_then_init_in_one_process_rejoins_the_same_job() -> None:
+    results = run_workers(_worker_reinit, 2, args=(4,), timeout_s=60)
+    assert results == [[(rank, 2, 3.0)] * 4 for rank in range(2)]
