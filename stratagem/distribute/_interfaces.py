@@ -23,12 +23,27 @@ _SIOCGIFADDR = 0x8915  # Linux ioctl: an interface's IPv4 address
 
 
 def is_loopback(host: str) -> bool:
-    """True when every address ``host`` resolves to is a loopback address (False if it does not resolve)."""
+    """Whether ``host`` reaches this machine's loopback only: every address it resolves to is loopback.
+
+    ``host`` is a name or an address; an IPv6 address may be bracketed (``[::1]``, as in
+    ``[::1]:2222``) and carry a zone (``fe80::1%eth0``). A name that does not resolve, and the
+    wildcard ``0.0.0.0``/``::`` (every interface), are not loopback.
+    """
+    name = host.strip()
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
     try:
-        infos = socket.getaddrinfo(host, None)
+        infos = socket.getaddrinfo(name.split("%")[0], None) if name else []
     except OSError:
         return False
-    return bool(infos) and all(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback for info in infos)
+    return bool(infos) and all(_is_loopback_address(str(info[4][0])) for info in infos)
+
+
+def _is_loopback_address(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%")[0])
+    # NOTE: Python 3.11 calls ::ffff:127.0.0.1 (IPv4 loopback seen from an IPv6 socket) not loopback.
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    return ip.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
 def choose_gloo_interface(master_addr: str) -> tuple[str, str | None]:

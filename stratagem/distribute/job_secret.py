@@ -20,10 +20,10 @@ import hashlib
 import hmac
 import os
 import secrets
-import socket
 import warnings
 from collections.abc import Mapping
 
+from stratagem.distribute._interfaces import is_loopback
 from stratagem.errors import ConfigurationError
 
 SECRET_ENV = "STRATAGEM_JOB_SECRET"
@@ -121,11 +121,3 @@ def store_signing_key(environ: Mapping[str, str] | None = None) -> bytes | None:
     secret = load(environ)
     return None if secret is None else derive_key(secret, "store-signature")
 
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (a name or address, IPv6 with or without brackets) resolves to loopback only."""
-    try:
-        infos = socket.getaddrinfo(host.strip("[]"), None)
-    except OSError:
-        return False
-    return all(str(info[4][0]).startswith("127.") or str(info[4][0]) == "::1" for info in infos)

@@ -15,6 +15,7 @@ import argparse
 import dataclasses
 import socket
 
+from stratagem.distribute._interfaces import is_loopback
 from stratagem.errors import ConfigurationError
 
 __all__ = ["HostSlots", "parse_hosts", "read_hostfile", "apply_host_list"]
@@ -112,7 +113,7 @@ def apply_host_list(args: argparse.Namespace) -> argparse.Namespace:
                                  f"Received: --node-rank={node_rank}")
     first = used[0][0].host
     master_addr = args.master_addr
-    if len(used) > 1 and master_addr == "127.0.0.1":
+    if len(used) > 1 and is_loopback(master_addr):
         master_addr = first  # rank 0 runs on the first host, as under horovodrun
     return argparse.Namespace(**{**vars(args), "nproc": used[0][1], "nnodes": len(used) if len(used) > 1 else None,
                                  "node_rank": node_rank if len(used) > 1 else None, "master_addr": master_addr,

@@ -17,6 +17,7 @@ import grpc
 import torch
 
 from stratagem.distribute import job_secret
+from stratagem.distribute._interfaces import is_loopback
 from stratagem.distribute.ps import wire
 from stratagem.distribute.ps.auth import Credentials, Guard, SignedMethod
 from stratagem.errors import ConfigurationError
@@ -39,7 +40,7 @@ def start_server(address: str, service: str, handlers: dict[str, Callable[[bytes
     """
     credentials = credentials or Credentials()
     host = address.rsplit(":", 1)[0]
-    if credentials.key is None and not job_secret.is_loopback(host):
+    if credentials.key is None and not is_loopback(host):
         # NOTE: without a secret anyone who reaches the port could change the model; loopback
         # at least keeps other hosts out.
         raise ConfigurationError(
