@@ -8,7 +8,8 @@ to the file named by ``STRATAGEM_ELASTIC_STATE`` (atomically, loaded without
 unpickling), and ``run`` restores it on the next start, then syncs every rank
 from rank 0. Without that variable commits stay in memory, as Horovod's, and
 a restart begins from the initial state. ``ElasticSampler`` shards the
-examples not yet processed in the epoch over the current workers.
+examples not yet processed in the epoch over the current workers; every rank
+records every rank's batches, so rank 0's commit holds what the job processed.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import torch
 from stratagem.checkpoint.io import load_state, save_state
 from stratagem.horovod.basics import rank, size
 from stratagem.horovod.broadcast import broadcast_optimizer_state, broadcast_parameters
-from stratagem.horovod.objects import allgather_object, broadcast_object
+from stratagem.horovod.objects import broadcast_object
 
 STATE_FILE_ENV = "STRATAGEM_ELASTIC_STATE"
 
@@ -47,25 +48,32 @@ class ElasticSampler(torch.utils.data.Sampler[int]):
         self.epoch = 0
         self.processed_indices: set[int] = set()
         self.reset()
-        self._iterated = list(self.indices)  # the shard record_batch counts in: the last iteration's
+        self._iterated = self._shards()  # every rank's shard of the last iteration: what record_batch counts in
 
     def set_epoch(self, epoch: int) -> None:
         """Starts ``epoch``: nothing processed yet."""
         self.epoch = epoch
         self.processed_indices = set()
         self.reset()
-        self._iterated = list(self.indices)
+        self._iterated = self._shards()
 
     def record_batch(self, batch_idx: int, batch_size: int) -> None:
-        """Marks this rank's ``batch_idx``-th batch of its last iteration as processed (as Horovod counts)."""
-        self.record_indices(self._iterated[batch_idx * batch_size:(batch_idx + 1) * batch_size])
+        """Marks the ``batch_idx``-th batch of every rank's last iteration as processed.
+
+        Every rank records the whole global batch, as Horovod's sampler counts
+        ``batch_size * num_replicas`` examples: the shards are known on every
+        rank, so rank 0's commit alone holds what the job processed, and a
+        restart whose other ranks are new processes repeats nothing.
+        """
+        for shard in self._iterated:
+            self.record_indices(shard[batch_idx * batch_size:(batch_idx + 1) * batch_size])
 
     def record_indices(self, indices: list[int]) -> None:
         self.processed_indices.update(int(i) for i in indices)
 
     @property
     def processed_num(self) -> int:
-        """How many examples of the epoch are recorded as processed: this rank's, or every rank's after a sync."""
+        """How many examples of the epoch are recorded as processed, by every rank."""
         return len(self.processed_indices)
 
     def state_dict(self) -> dict[str, Any]:
@@ -87,14 +95,18 @@ class ElasticSampler(torch.utils.data.Sampler[int]):
         remaining = [i for i in order if i not in self.processed_indices]
         # Every rank takes the same number (the last few repeat the first), so ranks run equal steps.
         per_rank = -(-len(remaining) // num_replicas)
-        padded = list(itertools.islice(itertools.cycle(remaining), per_rank * num_replicas))
-        self.indices = padded[replica::num_replicas]
+        self._padded = list(itertools.islice(itertools.cycle(remaining), per_rank * num_replicas))
+        self._num_replicas_now = num_replicas
+        self.indices = self._padded[replica::num_replicas]
+
+    def _shards(self) -> list[list[int]]:
+        return [self._padded[r::self._num_replicas_now] for r in range(self._num_replicas_now)]
 
     def __iter__(self) -> Iterator[int]:
         # NOTE: a restore or sync reshards self.indices; batches of an iteration already under way
         # keep the indices they were drawn from, so record_batch counts the examples really seen.
-        self._iterated = list(self.indices)
-        return iter(self._iterated)
+        self._iterated = self._shards()
+        return iter(list(self.indices))
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -160,7 +172,7 @@ class TorchState:
             getattr(self, name).load_state_dict(sampler_state)
 
     def sync(self) -> None:
-        """Makes every rank's state rank 0's; samplers take the union of every rank's processed indices.
+        """Makes every rank's state rank 0's: model, optimizer, values and samplers.
 
         The synced state is also saved, so a later ``restore()`` brings back the
         same state on every rank (not each rank's own values from before the sync).
@@ -169,16 +181,15 @@ class TorchState:
             broadcast_parameters(self.model.state_dict(), root_rank=0)
         if self.optimizer is not None:
             broadcast_optimizer_state(self.optimizer, root_rank=0)
-        values = broadcast_object({n: getattr(self, n) for n in self._names
-                                   if not isinstance(getattr(self, n), ElasticSampler)}, root_rank=0)
-        for name, value in values.items():
-            setattr(self, name, value)
-        for name in self._names:
-            sampler = getattr(self, name)
-            if isinstance(sampler, ElasticSampler):
-                processed = allgather_object(sorted(sampler.processed_indices))
-                sampler.processed_indices = {int(i) for part in processed for i in part}
-                sampler.reset()
+        # Samplers too are rank 0's (as Horovod 0.28): each rank records every rank's batches, so rank 0's
+        # record is the job's, also when the other ranks are new processes after a restart.
+        synced = broadcast_object({n: getattr(self, n).state_dict() if isinstance(getattr(self, n), ElasticSampler)
+                                   else getattr(self, n) for n in self._names}, root_rank=0)
+        for name, value in synced.items():
+            if isinstance(getattr(self, name), ElasticSampler):
+                getattr(self, name).load_state_dict(value)
+            else:
+                setattr(self, name, value)
         self.save()
 
 

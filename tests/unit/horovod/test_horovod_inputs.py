@@ -69,12 +69,13 @@ def test_disagreement_names_the_field_and_every_ranks_value() -> None:
     assert kinds is not None and "different operations" in kinds and "'broadcast'" in kinds
 
 
-def test_elastic_sampler_counts_processed_examples_in_the_shard_it_iterated() -> None:
+def test_elastic_sampler_counts_every_ranks_batch_of_the_iteration_under_way() -> None:
     sampler = hvd.elastic.ElasticSampler(list(range(8)), shuffle=False, num_replicas=2, rank=0)
     assert list(sampler) == [0, 2, 4, 6] and sampler.processed_num == 0
+    # As Horovod 0.28 counts (batch_size * num_replicas): this rank's [0, 2] and rank 1's [1, 3].
     sampler.record_batch(0, 2)
-    assert sampler.processed_num == 2 and sampler.processed_indices == {0, 2}
+    assert sampler.processed_num == 4 and sampler.processed_indices == {0, 1, 2, 3}
     sampler.load_state_dict({"epoch": 0, "processed_indices": [0, 2]})  # a restore reshards the rest ...
     assert list(sampler.indices) == [1, 4, 6]
-    sampler.record_batch(1, 2)  # ... but batch 1 of the iteration under way is still [4, 6]
-    assert sampler.processed_indices == {0, 2, 4, 6}
+    sampler.record_batch(1, 2)  # ... but batch 1 of the iteration under way is still [4, 6] here, [5, 7] on rank 1
+    assert sampler.processed_indices == {0, 2, 4, 5, 6, 7}
