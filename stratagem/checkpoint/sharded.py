@@ -32,11 +32,11 @@ from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from typing_extensions import override
 
+from stratagem._torch_internals import DCP_METADATA_FILE, dcp_metadata_file
 from stratagem.checkpoint.io import fsync_path, remove_stale_temporaries
 from stratagem.checkpoint.unpickling import refused, unpickle
 from stratagem.errors import CheckpointError
 
-_METADATA_FILE = ".metadata"  # DCP's name for the file its coordinator writes last
 
 
 class ShardedCheckpoint:
@@ -138,13 +138,13 @@ def load_sharded(directory: str | os.PathLike[str], model: Any) -> None:
         CheckpointError: If the folder is missing or incomplete, unsafe, or does not fit the model.
     """
     folder = Path(directory)
-    if not (folder / _METADATA_FILE).is_file():
+    if not (folder / DCP_METADATA_FILE).is_file():
         raise CheckpointError(
-            f"No complete sharded checkpoint at {str(folder)!r} (a folder with DCP's {_METADATA_FILE}): it was "
+            f"No complete sharded checkpoint at {str(folder)!r} (a folder with DCP's {DCP_METADATA_FILE}): it was "
             "never written, or its save did not finish. Use an older checkpoint. "
             f"Received: directory={str(folder)!r}"
         )
-    _read_metadata(folder / _METADATA_FILE)  # refused here, before DCP (which logs and retries), if unsafe
+    _read_metadata(folder / DCP_METADATA_FILE)  # refused here, before DCP (which logs and retries), if unsafe
     module, optimizer = model.module, model.optimizer.torch_optimizer
     model_state, optimizer_state = get_state_dict(module, optimizer)  # this job's shards, filled in place
     state: dict[str, Any] = {"model": model_state, "optimizer": optimizer_state}
@@ -231,9 +231,7 @@ class _SafeReader(dcp.FileSystemReader):
 
     @override
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
-        rank = kwargs.get("rank")
-        name = _METADATA_FILE if rank is None else f"__{rank}{_METADATA_FILE}"
-        metadata = _read_metadata(Path(self.path) / name)
+        metadata = _read_metadata(Path(self.path) / dcp_metadata_file(kwargs.get("rank")))
         storage_meta = getattr(metadata, "storage_meta", None) or StorageMeta()  # older checkpoints have none
         storage_meta.load_id = self.load_id
         metadata.storage_meta = storage_meta

@@ -28,27 +28,14 @@ from typing import IO, Any
 import torch
 from typing_extensions import override
 
+from stratagem._torch_internals import DCP_METADATA_GLOBALS
 from stratagem.errors import CheckpointError
 
 __all__ = ["ALLOWED_GLOBALS", "unpickle"]
 
-_DCP_METADATA = "torch.distributed.checkpoint.metadata"
-_DTYPES = ("bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float16", "bfloat16",
-           "float32", "float64", "complex32", "complex64", "complex128", "float8_e4m3fn", "float8_e4m3fnuz",
-           "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu")
-
-# What a bare checkpoint pickle (DCP's .metadata) may name, each by its exact module and name:
-# DCP's metadata records, a path (the checkpoint id), shapes, and torch's dtypes and layouts.
-ALLOWED_GLOBALS: frozenset[tuple[str, str]] = frozenset({
-    (_DCP_METADATA, "Metadata"), (_DCP_METADATA, "MetadataIndex"), (_DCP_METADATA, "StorageMeta"),
-    (_DCP_METADATA, "TensorStorageMetadata"), (_DCP_METADATA, "BytesStorageMetadata"),
-    (_DCP_METADATA, "ChunkStorageMetadata"), (_DCP_METADATA, "TensorProperties"),
-    (_DCP_METADATA, "_MEM_FORMAT_ENCODING"),
-    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
-    ("torch", "Size"), ("torch.serialization", "_get_layout"), ("collections", "OrderedDict"),
-    ("pathlib", "PosixPath"), ("pathlib", "PurePosixPath"), ("pathlib", "WindowsPath"), ("pathlib", "PureWindowsPath"),
-    *(("torch", dtype) for dtype in _DTYPES),
-})
+# What a bare checkpoint pickle (DCP's .metadata) may name, each by its exact module and name: DCP's metadata
+# records, a path (the checkpoint id), shapes, and torch's dtypes and layouts (torch's names, in the torch adapter).
+ALLOWED_GLOBALS: frozenset[tuple[str, str]] = DCP_METADATA_GLOBALS
 
 
 def unpickle(source: IO[bytes] | bytes, *, path: str) -> Any:

@@ -17,13 +17,12 @@ Example:
 
 from __future__ import annotations
 
-import atexit
 import inspect
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from stratagem import _nest
+from stratagem._python_internals import run_before_thread_shutdown
 from stratagem.distribute.cluster import CHIEF
 from stratagem.distribute.ps import coordination, coordination_client, results
 from stratagem.errors import CoordinatorError
@@ -99,7 +98,9 @@ class ClusterCoordinator:
                                                                  timeout_s=self._timeout_s,
                                                                  credentials=strategy.credentials)
         strategy.cluster_coordinator = self
-        _at_exit(self._close)
+        # The chief must keep answering its workers while they finish replaying, and gRPC serves on a thread
+        # pool: close after the main thread ends but before the pools stop.
+        run_before_thread_shutdown(self._close)
 
     @property
     def strategy(self) -> Any:
@@ -210,17 +211,6 @@ class ClusterCoordinator:
             service.shutdown(grace_s=self._timeout_s)
         if client is not None:
             client.close()
-
-
-def _at_exit(fn: Callable[[], None]) -> None:
-    """Runs ``fn`` when the main thread ends, before thread pools stop taking work.
-
-    The chief must keep answering its workers while they finish replaying;
-    gRPC serves on a thread pool, and ``atexit`` handlers run only after
-    Python has shut every pool down, so a plain ``atexit`` hook would be too late.
-    """
-    register = getattr(threading, "_register_atexit", None)
-    (register or atexit.register)(fn)
 
 
 def _function_name(fn: Callable[..., Any]) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from typing_extensions import override
 
+from stratagem._torch_internals import unscale_and_check_finite_
 from stratagem.optimizers.optimizer import LearningRate, Optimizer
 
 __all__ = ["LossScaleOptimizer"]
@@ -119,7 +120,7 @@ class LossScaleOptimizer(Optimizer):
         for (device, _), tensors in grads.items():
             found = torch.zeros(1, device=device)
             inverse = torch.full((1,), 1.0 / (self._scale * divisor), device=device)
-            torch._amp_foreach_non_finite_check_and_unscale_(tensors, found, inverse)
+            unscale_and_check_finite_(tensors, found, inverse)
             found_inf = torch.maximum(found_inf, found.cpu())
         return found_inf
 

@@ -15,7 +15,8 @@ targets that are ATen operators (minus the file-I/O ones) or symbolic-int arithm
 expressions of numbers, symbols and torch's sympy functions, no guards code, pytree specs of
 tuples, lists and dicts, and every other string a plain name (``[A-Za-z0-9_.]``). The check
 is about code execution: a crafted file can still ask for huge tensors, or aim at torch's
-C++ zip reader. Reading, writing and loading the folder live in ``saving.py``.
+C++ zip reader. Reading, writing and loading the folder live in ``saving.py``; the names of torch 2.13's
+archive layout (entries, operator targets, shape functions) in ``stratagem._torch_internals``.
 """
 
 from __future__ import annotations
@@ -30,33 +31,21 @@ from typing import Any
 
 import torch
 
+from stratagem._torch_internals import (
+    PT2_ENTRY,
+    PT2_REQUIRED,
+    PT2_SHAPE_FUNCTIONS,
+    PT2_SYMBOLIC_TARGETS,
+    is_aten_overload,
+)
 from stratagem.errors import CheckpointError
 
-_ENTRY = re.compile(
-    r"(?:archive_format|archive_version|byteorder|\.data/version|\.data/serialization_id|models/model\.json"
-    r"|data/sample_inputs/model\.pt|data/weights/model_weights_config\.json|data/weights/weight_\d+"
-    r"|data/constants/model_constants_config\.json|data/constants/tensor_\d+)"
-)
-_REQUIRED = ("models/model.json", "data/sample_inputs/model.pt", "data/weights/model_weights_config.json",
-             "data/constants/model_constants_config.json")
 _PLAIN = re.compile(r"[A-Za-z0-9_.]*")
 _VERSION = re.compile(r"[A-Za-z0-9_.+-]*")
 _ATEN_TARGET = re.compile(r"torch\.ops\.aten\.(?P<op>(?!__)[A-Za-z_]\w*)\.(?P<overload>(?!__)[A-Za-z_]\w*)")
 _IO_OPS = frozenset({"save", "from_file", "_print"})  # ATen operators that touch files or stdout
-_SYMBOLIC_TARGETS = frozenset(
-    [f"_operator.{name}" for name in ("add", "sub", "mul", "floordiv", "mod", "pow", "truediv", "neg", "pos",
-                                      "eq", "ne", "le", "ge", "lt", "gt", "and_", "or_")]
-    + ["math.trunc", "torch.sym_not", "torch.sym_int", "torch.sym_float", "torch.sym_ite", "torch.sym_max",
-       "torch.sym_min", "torch.sym_sqrt", "torch._sym_sqrt"]
-)
 _SYMBOL_CALL = re.compile(r"Symbol\('[a-z]{1,3}\d+'(?:, [a-z]+=(?:True|False))*\)")
 _EXPRESSION_TOKEN = re.compile(r"\s*(?:\d+(?:\.\d+)?|(?P<name>[A-Za-z_]\w*)|//|[-+*/%(),])")
-_EXPRESSION_NAMES = frozenset({
-    "FloorDiv", "ModularIndexing", "Where", "PythonMod", "Mod", "CleanDiv", "CeilToInt", "FloorToInt", "CeilDiv",
-    "LShift", "RShift", "PowByNatural", "FloatPow", "FloatTrueDiv", "IntTrueDiv", "IsNonOverlappingAndDenseIndicator",
-    "TruncToFloat", "TruncToInt", "RoundToInt", "RoundDecimal", "ToFloat", "Identity", "Max", "Min", "Eq", "Ne",
-    "Lt", "Le", "Gt", "Ge", "And", "Or", "Not", "True", "False", "oo",
-})
 _TREE_TYPES = (None, "builtins.tuple", "builtins.list", "builtins.dict")
 
 
@@ -69,7 +58,7 @@ def check_archive(raw: bytes, path: Path) -> None:
             names = {info.filename.removeprefix(prefix): info for info in infos if info.filename.startswith(prefix)}
             problem = _entries_problem(names, len(infos))
             if problem is None:
-                documents = [json.loads(archive.read(prefix + name)) for name in _REQUIRED if name.endswith(".json")]
+                documents = [json.loads(archive.read(prefix + name)) for name in PT2_REQUIRED if name.endswith(".json")]
                 problem = next(filter(None, (_strings_problem(document) for document in documents)), None)
                 problem = problem or _payloads_problem(documents[1]) or _payloads_problem(documents[2])
     except (zipfile.BadZipFile, KeyError, ValueError, TypeError, RecursionError, OSError, EOFError) as err:
@@ -83,10 +72,10 @@ def check_archive(raw: bytes, path: Path) -> None:
 def _entries_problem(names: dict[str, zipfile.ZipInfo], num_entries: int) -> str | None:
     if len(names) != num_entries:
         return "its entries are not all in one folder, or some appear twice"
-    unexpected = sorted(name for name in names if not _ENTRY.fullmatch(name))
+    unexpected = sorted(name for name in names if not PT2_ENTRY.fullmatch(name))
     if unexpected:
         return f"it holds unexpected entries {unexpected[:5]} (pickles, libraries or other data)"
-    missing = [name for name in _REQUIRED if name not in names]
+    missing = [name for name in PT2_REQUIRED if name not in names]
     if missing:
         return f"it lacks the entries {missing}"
     if names["data/sample_inputs/model.pt"].file_size != 0:
@@ -129,7 +118,7 @@ def _strings(value: Any, key: str = "") -> Iterator[tuple[str, str]]:
 
 
 def _is_allowed_target(text: str) -> bool:
-    if text in _SYMBOLIC_TARGETS:
+    if text in PT2_SYMBOLIC_TARGETS:
         return True
     match = _ATEN_TARGET.fullmatch(text)
     if match is None or match["op"] in _IO_OPS:
@@ -138,7 +127,7 @@ def _is_allowed_target(text: str) -> bool:
         overload = getattr(getattr(torch.ops.aten, match["op"]), match["overload"])
     except (AttributeError, RuntimeError):
         return False
-    return isinstance(overload, torch._ops.OpOverload)
+    return is_aten_overload(overload)
 
 
 def _is_plain_expression(text: str) -> bool:
@@ -152,7 +141,7 @@ def _is_plain_expression(text: str) -> bool:
         if token is None:
             return False
         name = token["name"]
-        if name is not None and name not in _EXPRESSION_NAMES and not re.fullmatch(r"[a-z]{1,3}\d+", name):
+        if name is not None and name not in PT2_SHAPE_FUNCTIONS and not re.fullmatch(r"[a-z]{1,3}\d+", name):
             return False
         position = token.end()
     return True

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from stratagem._nest import map_structure
+from stratagem._torch_internals import foreach
 from stratagem.distribute.capabilities import SchedulesSteps, SupportsNoSync
 from stratagem.errors import ConfigurationError
 from stratagem.mixed_precision import DTypePolicy, LossScaleOptimizer
@@ -75,7 +76,7 @@ class GradientStep:
         self._micro_step = 0
         if self._scaler is None:
             if self._steps > 1:
-                torch._foreach_div_(_gradients(self._optimizer), float(self._steps))  # Keras: the average
+                foreach.div_(_gradients(self._optimizer), float(self._steps))  # Keras: the average
             self._updater.step()  # the strategy's update: local, on the chief, or on the servers
             return
         found_inf = self._scaler.unscale(divisor=float(self._steps))

@@ -5,6 +5,8 @@ Keras upgrade is checked in one file. Sections: custom training loops across rep
 tf.keras models trained by stratagem (functional classes); Keras's own fit/evaluate/
 predict under several replicas (refused). Keras is imported inside functions only:
 strategies call in here whether or not the program uses Keras.
+``tests/unit/package/test_keras_internals.py`` checks the installed Keras against
+``WRITTEN_FOR`` and exercises each private name used here.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Any
 
 import torch
 from typing_extensions import override
+
+WRITTEN_FOR = "3.15"  # Keras's release (major.minor); pyproject.toml's keras extra allows exactly this one
 
 # ---------------------------------------------------------------------------------------------------------------
 # Custom training loops across replicas. Written for Keras 3.15.1 (torch backend).

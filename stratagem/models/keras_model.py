@@ -28,6 +28,7 @@ import torch
 from torch import nn
 from typing_extensions import override
 
+from stratagem._torch_internals import put_buffer, registered_buffer
 from stratagem.errors import ConfigurationError
 from stratagem.models.keras_internals import all_layers, keras_device, own_variables
 
@@ -126,9 +127,10 @@ class KerasModule(nn.Module):
         # reads its variable's own tensor: put the moved values into that tensor and keep it registered.
         for holder, name, variable in self._buffer_variables:
             tensor = variable.value
-            if holder._buffers[name] is not tensor:
-                tensor.data = holder._buffers[name]
-                holder._buffers[name] = tensor
+            moved = registered_buffer(holder, name)
+            if moved is not tensor:
+                tensor.data = moved
+                put_buffer(holder, name, tensor)
         return self
 
     @override

@@ -40,6 +40,7 @@ import torch
 from torch import nn
 
 from stratagem._nest import batch_size_of, map_structure
+from stratagem._torch_internals import drop_guards_code
 from stratagem.checkpoint import io as checkpoint_io
 from stratagem.errors import CheckpointError
 from stratagem.models._pt2_archive import check_archive
@@ -269,7 +270,7 @@ def _export(module: nn.Module, spec: InputSpec) -> torch.export.ExportedProgram:
     program.example_inputs = None  # loading would unpickle them; we save none and refuse any
     # NOTE: guards are Python source that ExportedProgram.module() exec's when sample inputs
     # are saved. Without sample inputs they are never used, so we save none and refuse any.
-    program._guards_code = []
+    drop_guards_code(program)
     for node in program.graph.nodes:
         for key in _FREE_TEXT_META:
             node.meta.pop(key, None)

@@ -4,8 +4,8 @@ Each class here is a ``torch.optim.Optimizer`` (so strategies step it, and
 ``state_dict`` / ``load_state_dict`` save it) whose ``step`` is the rule of
 ``keras.optimizers.<Name>``, in Keras' order: clip the gradients, decay the
 weights decoupled from the gradient (``w -= w * weight_decay * lr``), apply
-the rule, count the step. The arithmetic is torch ``_foreach_*`` ops over
-every parameter of a group. The constructor arguments are the param-group
+the rule, count the step. The arithmetic is torch's multi-tensor kernels
+(``_torch_internals.foreach``) over every parameter of a group. The constructor arguments are the param-group
 keys, so a parameter server can rebuild a twin from them. Adam and AdamW
 (torch's fused kernel) are in ``fused_adam``; the Keras-facing classes that
 build these are in ``algorithms``.
@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from typing_extensions import override
 
+from stratagem._torch_internals import foreach
 from stratagem.optimizers.schedules import LearningRateSchedule
 
 __all__ = ["KerasSGD", "KerasRMSprop", "KerasAdagrad", "KerasAdadelta", "KerasAdamax", "KerasNadam", "KerasLion"]
@@ -39,16 +40,16 @@ def clip_gradients(grads: Tensors, group: dict[str, Any]) -> None:
         # Keras: g * clipnorm / max(||g||, clipnorm), each tensor on its own.
         # max(||g||, clipnorm), out of place: sharded (DTensor) gradients have no _foreach_maximum,
         # and their norms are partial sums that an in-place op cannot turn into whole ones.
-        scales = torch._foreach_clamp_min(torch._foreach_norm(grads), group["clipnorm"])
-        torch._foreach_reciprocal_(scales)
-        torch._foreach_mul_(scales, group["clipnorm"])
-        torch._foreach_mul_(grads, scales)
+        scales = foreach.clamp_min(foreach.norm(grads), group["clipnorm"])
+        foreach.reciprocal_(scales)
+        foreach.mul_(scales, group["clipnorm"])
+        foreach.mul_(grads, scales)
     elif group["global_clipnorm"]:
-        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-        torch._foreach_mul_(grads, group["global_clipnorm"] / torch.clamp(norm, min=group["global_clipnorm"]))
+        norm = torch.linalg.vector_norm(torch.stack(foreach.norm(grads)))
+        foreach.mul_(grads, group["global_clipnorm"] / torch.clamp(norm, min=group["global_clipnorm"]))
     elif group["clipvalue"]:
-        torch._foreach_clamp_min_(grads, -group["clipvalue"])
-        torch._foreach_clamp_max_(grads, group["clipvalue"])
+        foreach.clamp_min_(grads, -group["clipvalue"])
+        foreach.clamp_max_(grads, group["clipvalue"])
 
 
 def advance(optimizer: torch.optim.Optimizer, schedule: LearningRateSchedule | None) -> None:
@@ -79,7 +80,7 @@ class KerasRule(torch.optim.Optimizer):
             grads = [p.grad for p in params]
             clip_gradients(grads, group)
             if group["weight_decay"]:
-                torch._foreach_mul_(params, 1.0 - group["weight_decay"] * group["lr"])
+                foreach.mul_(params, 1.0 - group["weight_decay"] * group["lr"])
             self._update(group, params, grads, self._count_step(params))
         advance(self, self.schedule)
         return loss
@@ -123,18 +124,18 @@ class KerasSGD(KerasRule):
     def _update(self, group: dict[str, Any], params: Tensors, grads: Tensors, step: int) -> None:
         lr, momentum = group["lr"], group["momentum"]
         if not momentum:
-            torch._foreach_add_(params, grads, alpha=-lr)
+            foreach.add_(params, grads, alpha=-lr)
             return
         # NOTE: the buffer holds lr * g terms (torch's holds g), so a changed rate
         # applies to new gradients only, as in Keras.
         buffers = self._slots(params, "momentum")
-        torch._foreach_mul_(buffers, momentum)
-        torch._foreach_add_(buffers, grads, alpha=-lr)
+        foreach.mul_(buffers, momentum)
+        foreach.add_(buffers, grads, alpha=-lr)
         if group["nesterov"]:
-            torch._foreach_add_(params, buffers, alpha=momentum)
-            torch._foreach_add_(params, grads, alpha=-lr)
+            foreach.add_(params, buffers, alpha=momentum)
+            foreach.add_(params, grads, alpha=-lr)
         else:
-            torch._foreach_add_(params, buffers)
+            foreach.add_(params, buffers)
 
 
 class KerasRMSprop(KerasRule):
@@ -152,24 +153,24 @@ class KerasRMSprop(KerasRule):
     def _update(self, group: dict[str, Any], params: Tensors, grads: Tensors, step: int) -> None:
         rho, lr = group["rho"], group["lr"]
         velocities = self._slots(params, "velocity")
-        torch._foreach_mul_(velocities, rho)
-        torch._foreach_addcmul_(velocities, grads, grads, value=1.0 - rho)
+        foreach.mul_(velocities, rho)
+        foreach.addcmul_(velocities, grads, grads, value=1.0 - rho)
         if group["centered"]:
             averages = self._slots(params, "average_gradient")
-            torch._foreach_mul_(averages, rho)
-            torch._foreach_add_(averages, grads, alpha=1.0 - rho)
-            denominators = torch._foreach_addcmul(velocities, averages, averages, value=-1.0)
-            torch._foreach_add_(denominators, group["epsilon"])
+            foreach.mul_(averages, rho)
+            foreach.add_(averages, grads, alpha=1.0 - rho)
+            denominators = foreach.addcmul(velocities, averages, averages, value=-1.0)
+            foreach.add_(denominators, group["epsilon"])
         else:
-            denominators = torch._foreach_add(velocities, group["epsilon"])  # Keras: inside the sqrt
-        torch._foreach_sqrt_(denominators)
+            denominators = foreach.add(velocities, group["epsilon"])  # Keras: inside the sqrt
+        foreach.sqrt_(denominators)
         if not group["momentum"]:
-            torch._foreach_addcdiv_(params, grads, denominators, value=-lr)
+            foreach.addcdiv_(params, grads, denominators, value=-lr)
             return
         buffers = self._slots(params, "momentum")
-        torch._foreach_mul_(buffers, group["momentum"])
-        torch._foreach_addcdiv_(buffers, grads, denominators, value=lr)
-        torch._foreach_sub_(params, buffers)
+        foreach.mul_(buffers, group["momentum"])
+        foreach.addcdiv_(buffers, grads, denominators, value=lr)
+        foreach.sub_(params, buffers)
 
 
 class KerasAdagrad(KerasRule):
@@ -185,10 +186,10 @@ class KerasAdagrad(KerasRule):
     @override
     def _update(self, group: dict[str, Any], params: Tensors, grads: Tensors, step: int) -> None:
         accumulators = self._slots(params, "accumulator", group["initial_accumulator_value"])
-        torch._foreach_addcmul_(accumulators, grads, grads)
-        denominators = torch._foreach_add(accumulators, group["epsilon"])
-        torch._foreach_sqrt_(denominators)
-        torch._foreach_addcdiv_(params, grads, denominators, value=-group["lr"])
+        foreach.addcmul_(accumulators, grads, grads)
+        denominators = foreach.add(accumulators, group["epsilon"])
+        foreach.sqrt_(denominators)
+        foreach.addcdiv_(params, grads, denominators, value=-group["lr"])
 
 
 class KerasAdadelta(KerasRule):
@@ -205,17 +206,17 @@ class KerasAdadelta(KerasRule):
         rho, epsilon = group["rho"], group["epsilon"]
         accumulated_grads = self._slots(params, "accumulated_grad")
         accumulated_deltas = self._slots(params, "accumulated_delta_var")
-        torch._foreach_mul_(accumulated_grads, rho)
-        torch._foreach_addcmul_(accumulated_grads, grads, grads, value=1.0 - rho)
-        deltas = torch._foreach_add(accumulated_deltas, epsilon)  # the step, without its minus sign
-        torch._foreach_sqrt_(deltas)
-        torch._foreach_mul_(deltas, grads)
-        denominators = torch._foreach_add(accumulated_grads, epsilon)
-        torch._foreach_sqrt_(denominators)
-        torch._foreach_div_(deltas, denominators)
-        torch._foreach_mul_(accumulated_deltas, rho)
-        torch._foreach_addcmul_(accumulated_deltas, deltas, deltas, value=1.0 - rho)
-        torch._foreach_add_(params, deltas, alpha=-group["lr"])
+        foreach.mul_(accumulated_grads, rho)
+        foreach.addcmul_(accumulated_grads, grads, grads, value=1.0 - rho)
+        deltas = foreach.add(accumulated_deltas, epsilon)  # the step, without its minus sign
+        foreach.sqrt_(deltas)
+        foreach.mul_(deltas, grads)
+        denominators = foreach.add(accumulated_grads, epsilon)
+        foreach.sqrt_(denominators)
+        foreach.div_(deltas, denominators)
+        foreach.mul_(accumulated_deltas, rho)
+        foreach.addcmul_(accumulated_deltas, deltas, deltas, value=1.0 - rho)
+        foreach.add_(params, deltas, alpha=-group["lr"])
 
 
 class _MomentsRule(KerasRule):
@@ -235,12 +236,12 @@ class KerasAdamax(_MomentsRule):
     def _update(self, group: dict[str, Any], params: Tensors, grads: Tensors, step: int) -> None:
         beta_1 = group["beta_1"]
         moments, norms = self._slots(params, "momentum"), self._slots(params, "norm")
-        torch._foreach_lerp_(moments, grads, 1.0 - beta_1)
-        torch._foreach_mul_(norms, group["beta_2"])
-        torch._foreach_maximum_(norms, torch._foreach_abs(grads))
-        denominators = torch._foreach_add(norms, group["epsilon"])
+        foreach.lerp_(moments, grads, 1.0 - beta_1)
+        foreach.mul_(norms, group["beta_2"])
+        foreach.maximum_(norms, foreach.abs(grads))
+        denominators = foreach.add(norms, group["epsilon"])
         step_size = group["lr"] / (1.0 - beta_1 ** step)
-        torch._foreach_addcdiv_(params, moments, denominators, value=-step_size)
+        foreach.addcdiv_(params, moments, denominators, value=-step_size)
 
 
 class KerasNadam(_MomentsRule):
@@ -255,15 +256,15 @@ class KerasNadam(_MomentsRule):
         for p in params:
             self.state[p]["u_product"] = u_product
         moments, velocities = self._slots(params, "momentum"), self._slots(params, "velocity")
-        torch._foreach_lerp_(moments, grads, 1.0 - beta_1)
-        torch._foreach_mul_(velocities, beta_2)
-        torch._foreach_addcmul_(velocities, grads, grads, value=1.0 - beta_2)
-        m_hat = torch._foreach_mul(moments, u_next / (1.0 - u_product * u_next))
-        torch._foreach_add_(m_hat, grads, alpha=(1.0 - u_t) / (1.0 - u_product))
-        denominators = torch._foreach_div(velocities, 1.0 - beta_2 ** step)
-        torch._foreach_sqrt_(denominators)
-        torch._foreach_add_(denominators, group["epsilon"])
-        torch._foreach_addcdiv_(params, m_hat, denominators, value=-group["lr"])
+        foreach.lerp_(moments, grads, 1.0 - beta_1)
+        foreach.mul_(velocities, beta_2)
+        foreach.addcmul_(velocities, grads, grads, value=1.0 - beta_2)
+        m_hat = foreach.mul(moments, u_next / (1.0 - u_product * u_next))
+        foreach.add_(m_hat, grads, alpha=(1.0 - u_t) / (1.0 - u_product))
+        denominators = foreach.div(velocities, 1.0 - beta_2 ** step)
+        foreach.sqrt_(denominators)
+        foreach.add_(denominators, group["epsilon"])
+        foreach.addcdiv_(params, m_hat, denominators, value=-group["lr"])
 
 
 class KerasLion(KerasRule):
@@ -278,8 +279,8 @@ class KerasLion(KerasRule):
     @override
     def _update(self, group: dict[str, Any], params: Tensors, grads: Tensors, step: int) -> None:
         moments = self._slots(params, "momentum")
-        directions = torch._foreach_lerp(moments, grads, 1.0 - group["beta_1"])
-        torch._foreach_sign_(directions)
-        torch._foreach_add_(params, directions, alpha=-group["lr"])
-        torch._foreach_lerp_(moments, grads, 1.0 - group["beta_2"])
+        directions = foreach.lerp(moments, grads, 1.0 - group["beta_1"])
+        foreach.sign_(directions)
+        foreach.add_(params, directions, alpha=-group["lr"])
+        foreach.lerp_(moments, grads, 1.0 - group["beta_2"])
 

@@ -1,0 +1,124 @@
+"""The one module that touches torch's private names and layouts; written for torch 2.13 (``WRITTEN_FOR``).
+
+Everything stratagem needs from torch beyond its public API goes through here, so a torch
+upgrade is checked in one file (``tests/unit/package/test_torch_internals.py`` checks the
+installed version against ``WRITTEN_FOR`` and exercises each name below). Sections: the
+multi-tensor kernels (optimizer rules, gradient accumulation, loss scaling); ``nn.Module``'s
+buffer registry (Keras models as torch modules); ``torch.export``'s program and archive
+(``Model.save``/``load_model``); DCP's metadata file (sharded checkpoints). What is not here:
+public torch API, and CPython's own privates (``stratagem/_python_internals.py``).
+"""
+
+from __future__ import annotations
+
+import re
+import types
+from typing import Any
+
+import torch
+from torch import nn
+
+WRITTEN_FOR = "2.13"  # torch's release (major.minor); pyproject.toml allows exactly this one
+
+# ---------------------------------------------------------------------------------------------------------------
+# Multi-tensor kernels. torch 2.13 has them only as `torch._foreach_*` (what torch.optim calls); later torch
+# releases add the public `torch.foreach` module and keep these names "for compatibility during migration".
+# `foreach.mul_(tensors, 2.0)` is `torch._foreach_mul_(tensors, 2.0)`.
+# ---------------------------------------------------------------------------------------------------------------
+
+FOREACH_OPS = ("abs", "add", "add_", "addcdiv_", "addcmul", "addcmul_", "clamp_max_", "clamp_min", "clamp_min_",
+               "div", "div_", "lerp", "lerp_", "maximum_", "mul", "mul_", "norm", "reciprocal_", "sign_", "sqrt_",
+               "sub_")
+foreach: Any = types.SimpleNamespace(**{name: getattr(torch, f"_foreach_{name}") for name in FOREACH_OPS})
+
+
+def unscale_and_check_finite_(grads: list[torch.Tensor], found_inf: torch.Tensor, inverse_scale: torch.Tensor) -> None:
+    """Multiplies ``grads`` (one device and dtype) by ``inverse_scale`` in place; sets ``found_inf`` to 1 on inf/NaN.
+
+    The kernel ``torch.amp.GradScaler`` runs (``torch._amp_foreach_non_finite_check_and_unscale_``).
+    """
+    torch._amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inverse_scale)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# nn.Module's buffer registry. torch moves a buffer by putting a new tensor in `module._buffers` (parameters are
+# moved in place); a Keras variable's own tensor must stay the registered one (keras_model.KerasModule._apply).
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def registered_buffer(module: nn.Module, name: str) -> torch.Tensor | None:
+    """The tensor ``module`` holds as its buffer ``name`` (not its children's)."""
+    return module._buffers[name]
+
+
+def put_buffer(module: nn.Module, name: str, tensor: torch.Tensor) -> None:
+    """Makes ``tensor`` itself ``module``'s buffer ``name`` again (``register_buffer`` would also reset its flags)."""
+    module._buffers[name] = tensor
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# torch.export's program and its `.pt2` archive (models/saving.py, models/_pt2_archive.py).
+# An ExportedProgram keeps guard source code in `_guards_code`, which `module()` exec's; an archive written by
+# `torch.export.save` holds the entries below (under one top folder), its graph in `models/model.json`.
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def drop_guards_code(program: torch.export.ExportedProgram) -> None:
+    """Removes the guard source that ``ExportedProgram.module()`` would exec (saved archives must hold none)."""
+    program._guards_code = []
+
+
+def is_aten_overload(value: object) -> bool:
+    """Whether ``value`` is an ATen operator overload (``torch.ops.aten.add.Tensor``)."""
+    return isinstance(value, torch._ops.OpOverload)
+
+
+# The entries torch.export.save writes for a program without sample inputs or custom objects.
+PT2_ENTRY = re.compile(
+    r"(?:archive_format|archive_version|byteorder|\.data/version|\.data/serialization_id|models/model\.json"
+    r"|data/sample_inputs/model\.pt|data/weights/model_weights_config\.json|data/weights/weight_\d+"
+    r"|data/constants/model_constants_config\.json|data/constants/tensor_\d+)"
+)
+PT2_REQUIRED = ("models/model.json", "data/sample_inputs/model.pt", "data/weights/model_weights_config.json",
+                "data/constants/model_constants_config.json")
+# Node targets of symbolic-int arithmetic in a program's graph, as the archive names them.
+PT2_SYMBOLIC_TARGETS = frozenset(
+    [f"_operator.{name}" for name in ("add", "sub", "mul", "floordiv", "mod", "pow", "truediv", "neg", "pos",
+                                      "eq", "ne", "le", "ge", "lt", "gt", "and_", "or_")]
+    + ["math.trunc", "torch.sym_not", "torch.sym_int", "torch.sym_float", "torch.sym_ite", "torch.sym_max",
+       "torch.sym_min", "torch.sym_sqrt", "torch._sym_sqrt"]
+)
+# torch's sympy functions that shape expressions (`expr_str`) may name.
+PT2_SHAPE_FUNCTIONS = frozenset({
+    "FloorDiv", "ModularIndexing", "Where", "PythonMod", "Mod", "CleanDiv", "CeilToInt", "FloorToInt", "CeilDiv",
+    "LShift", "RShift", "PowByNatural", "FloatPow", "FloatTrueDiv", "IntTrueDiv", "IsNonOverlappingAndDenseIndicator",
+    "TruncToFloat", "TruncToInt", "RoundToInt", "RoundDecimal", "ToFloat", "Identity", "Max", "Min", "Eq", "Ne",
+    "Lt", "Le", "Gt", "Ge", "And", "Or", "Not", "True", "False", "oo",
+})
+
+# ---------------------------------------------------------------------------------------------------------------
+# DCP's metadata file (checkpoint/sharded.py, checkpoint/unpickling.py). DCP's coordinator writes `.metadata`
+# (per-rank `__<rank>.metadata` when asked), a bare pickle of `Metadata`, with `pickle.dump`; these are the
+# (module, name) pairs such a pickle names in torch 2.13, private ones among them.
+# ---------------------------------------------------------------------------------------------------------------
+
+DCP_METADATA_FILE = ".metadata"
+_DCP_METADATA = "torch.distributed.checkpoint.metadata"
+_DTYPES = ("bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float16", "bfloat16",
+           "float32", "float64", "complex32", "complex64", "complex128", "float8_e4m3fn", "float8_e4m3fnuz",
+           "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu")
+DCP_METADATA_GLOBALS: frozenset[tuple[str, str]] = frozenset({
+    (_DCP_METADATA, "Metadata"), (_DCP_METADATA, "MetadataIndex"), (_DCP_METADATA, "StorageMeta"),
+    (_DCP_METADATA, "TensorStorageMetadata"), (_DCP_METADATA, "BytesStorageMetadata"),
+    (_DCP_METADATA, "ChunkStorageMetadata"), (_DCP_METADATA, "TensorProperties"),
+    (_DCP_METADATA, "_MEM_FORMAT_ENCODING"),
+    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
+    ("torch", "Size"), ("torch.serialization", "_get_layout"), ("collections", "OrderedDict"),
+    ("pathlib", "PosixPath"), ("pathlib", "PurePosixPath"), ("pathlib", "WindowsPath"), ("pathlib", "PureWindowsPath"),
+    *(("torch", dtype) for dtype in _DTYPES),
+})
+
+
+def dcp_metadata_file(rank: int | None) -> str:
+    """The name of DCP's metadata file in a checkpoint folder (one per rank when ``rank`` is given)."""
+    return DCP_METADATA_FILE if rank is None else f"__{rank}{DCP_METADATA_FILE}"

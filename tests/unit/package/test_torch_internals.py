@@ -1,0 +1,144 @@
+"""The torch adapter (stratagem/_torch_internals.py) against the installed torch: its version, and each private it uses.
+
+A failure here after a torch upgrade names the private that moved; fix it in the adapter, then raise
+``WRITTEN_FOR`` and pyproject.toml's range together.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import re
+import warnings
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from stratagem import _torch_internals as internals
+
+
+def test_installed_torch_is_the_release_the_adapter_was_written_for() -> None:
+    release = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    assert release == internals.WRITTEN_FOR, (
+        f"torch {torch.__version__} is installed, stratagem/_torch_internals.py was written for "
+        f"{internals.WRITTEN_FOR}: check every section there, then update WRITTEN_FOR and pyproject.toml")
+
+
+# Each multi-tensor op against the per-tensor op it stands for: (arguments after the list, per-tensor function).
+_TWO = [torch.tensor([1.0, -4.0]), torch.tensor([9.0])]
+_OTHER = [torch.tensor([2.0, 2.0]), torch.tensor([3.0])]
+_PER_TENSOR = {
+    "abs": ((), torch.abs), "add": ((_OTHER,), torch.add), "add_": ((_OTHER,), torch.add),
+    "addcdiv_": ((_OTHER, _OTHER), lambda t, a, b: torch.addcdiv(t, a, b)),
+    "addcmul": ((_OTHER, _OTHER), lambda t, a, b: torch.addcmul(t, a, b)),
+    "addcmul_": ((_OTHER, _OTHER), lambda t, a, b: torch.addcmul(t, a, b)),
+    "clamp_max_": ((0.5,), lambda t, v: t.clamp(max=v)), "clamp_min": ((0.5,), lambda t, v: t.clamp(min=v)),
+    "clamp_min_": ((0.5,), lambda t, v: t.clamp(min=v)), "div": ((_OTHER,), torch.div), "div_": ((_OTHER,), torch.div),
+    "lerp": ((_OTHER, 0.25), torch.lerp), "lerp_": ((_OTHER, 0.25), torch.lerp),
+    "maximum_": ((_OTHER,), torch.maximum), "mul": ((3.0,), torch.mul), "mul_": ((_OTHER,), torch.mul),
+    "norm": ((), torch.linalg.vector_norm), "reciprocal_": ((), torch.reciprocal), "sign_": ((), torch.sign),
+    "sqrt_": ((), lambda t: torch.sqrt(t)), "sub_": ((_OTHER,), torch.sub),
+}
+
+
+@pytest.mark.parametrize("name", internals.FOREACH_OPS)
+def test_each_foreach_op_computes_its_per_tensor_op(name: str) -> None:
+    args, per_tensor = _PER_TENSOR[name]
+    inputs = [t.abs() if name == "sqrt_" else t.clone() for t in _TWO]
+    expected = [per_tensor(t, *(a[i] if isinstance(a, list) else a for a in args)) for i, t in enumerate(inputs)]
+    result = getattr(internals.foreach, name)(inputs, *args)
+    got = inputs if name.endswith("_") else result  # in-place ops change their first list
+    for value, want in zip(got, expected):
+        torch.testing.assert_close(value, want)
+
+
+def test_unscale_and_check_finite_scales_and_flags_inf() -> None:
+    grads = [torch.tensor([2.0, 4.0]), torch.tensor([8.0])]
+    found = torch.zeros(1)
+    internals.unscale_and_check_finite_(grads, found, torch.full((1,), 0.5))
+    torch.testing.assert_close(grads[0], torch.tensor([1.0, 2.0]))
+    assert found.item() == 0.0
+    internals.unscale_and_check_finite_([torch.tensor([float("inf")])], found, torch.full((1,), 0.5))
+    assert found.item() == 1.0
+
+
+def test_buffer_registry_holds_the_tensor_put_back() -> None:
+    module = nn.Module()
+    original = torch.zeros(2)
+    module.register_buffer("stat", original)
+    module.to(torch.float64)  # torch replaces a moved buffer with a new tensor
+    moved = internals.registered_buffer(module, "stat")
+    assert moved is not original and moved.dtype == torch.float64
+    internals.put_buffer(module, "stat", original)
+    assert module.stat is original and module.state_dict()["stat"].data_ptr() == original.data_ptr()
+
+
+class _Doubler(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sin(x) * 2 + x.shape[0]
+
+
+def _exported() -> torch.export.ExportedProgram:
+    batch = torch.export.Dim("batch")
+    return torch.export.export(_Doubler(), (torch.zeros(2, 3),), dynamic_shapes=({0: batch},))
+
+
+def test_exported_program_keeps_guards_code_that_drop_guards_code_empties() -> None:
+    program = _exported()
+    assert isinstance(program._guards_code, list)  # the attribute ExportedProgram.module() exec's
+    internals.drop_guards_code(program)
+    assert program._guards_code == []
+    torch.testing.assert_close(program.module()(torch.ones(4, 3)), torch.sin(torch.ones(4, 3)) * 2 + 4)
+
+
+def test_aten_overloads_are_recognized() -> None:
+    assert internals.is_aten_overload(torch.ops.aten.add.Tensor)
+    assert not internals.is_aten_overload(torch.add)
+    assert not internals.is_aten_overload(torch.ops.aten.add)  # the packet, not an overload
+
+
+def test_pt2_archive_layout_is_what_torch_export_save_writes(tmp_path: Path) -> None:
+    program = _exported()
+    program.example_inputs = None
+    internals.drop_guards_code(program)
+    torch.export.save(program, str(tmp_path / "model.pt2"))
+    with zipfile.ZipFile(tmp_path / "model.pt2") as archive:
+        names = archive.namelist()
+        prefix = names[0].split("/", 1)[0] + "/"
+        entries = [name.removeprefix(prefix) for name in names]
+        graph = archive.read(prefix + "models/model.json").decode()
+    assert [e for e in entries if not internals.PT2_ENTRY.fullmatch(e)] == []
+    assert set(internals.PT2_REQUIRED) <= set(entries)
+    targets = set(re.findall(r'"target": "([^"]+)"', graph))
+    assert "torch.ops.aten.sin.default" in targets
+    assert all(t.startswith("torch.ops.aten.") or t in internals.PT2_SYMBOLIC_TARGETS for t in targets), targets
+
+
+def test_dcp_metadata_names_only_the_listed_globals(tmp_path: Path) -> None:
+    import torch.distributed.checkpoint as dcp
+
+    state = {"weight": torch.ones(3), "extra": {"lr": 0.5, "name": "adam"}}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")  # one process: intended
+        dcp.save(state, checkpoint_id=tmp_path, no_dist=True)
+    assert (tmp_path / internals.dcp_metadata_file(None)).is_file()
+    assert internals.dcp_metadata_file(3) == "__3.metadata"
+
+    named: set[tuple[str, str]] = set()
+
+    class Recording(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> object:
+            named.add((module, name))
+            return super().find_class(module, name)
+
+    Recording(io.BytesIO((tmp_path / internals.DCP_METADATA_FILE).read_bytes())).load()
+    assert named and named <= internals.DCP_METADATA_GLOBALS, named - internals.DCP_METADATA_GLOBALS
+    import importlib
+
+    for module, name in internals.DCP_METADATA_GLOBALS:  # every listed name still exists where the list says
+        if name.startswith("float8_e8m0") and not hasattr(torch, name):
+            continue
+        assert hasattr(importlib.import_module(module), name), f"{module}.{name}"
