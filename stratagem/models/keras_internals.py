@@ -3,7 +3,8 @@
 Everything stratagem needs from Keras beyond its public API goes through here, so a
 Keras upgrade is checked in one file. Sections: custom training loops across replicas;
 tf.keras models trained by stratagem (functional classes); Keras's own fit/evaluate/
-predict under several replicas (refused). Keras is imported inside functions only:
+predict under several replicas (refused); channels-last convolution and pooling without
+layout copies. Keras is imported inside functions only:
 strategies call in here whether or not the program uses Keras.
 ``tests/unit/package/test_keras_internals.py`` checks the installed Keras against
 ``WRITTEN_FOR`` and exercises each private name used here.
@@ -342,6 +343,54 @@ def _refuse_keras_loop() -> bool:
         "it with `stratagem.tf.keras` (`import stratagem.tf as tf`: tf.keras.Sequential and tf.keras.Model train "
         "through stratagem as written). For outputs alone, call the model: `keras_model(x)`. "
         f"Received: num_replicas_in_sync={strategy.num_replicas_in_sync}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Channels-last convolution and pooling without layout copies. Written for Keras 3.15.1 (torch backend).
+#
+# Keras's torch backend runs Conv*D, *Pooling*D (and their transposed, depthwise, separable and adaptive forms) on
+# channels-first tensors: `keras.src.backend.torch.nn._transpose_spatial_inputs` permutes a channels-last input
+# (NHWC) to NCHW and then copies it into NCHW order (`.contiguous()`); `conv` then copies it back into
+# `torch.channels_last` order for torch's convolution, and pooling runs on the NCHW copy, so its output, permuted
+# back to NHWC, is strided and the next layer copies again. The permuted view of an NHWC tensor IS an NCHW tensor
+# in `torch.channels_last` memory format, which torch's CPU convolution and pooling kernels take as it is (and are
+# fastest at); their outputs stay channels-last, so permuted back they are contiguous NHWC again, and the bias add,
+# activations, BatchNormalization and Flatten between them run on contiguous tensors. `install_channels_last_layout`
+# replaces that one function with one that returns the view for 2-D and 3-D inputs (1-D inputs have no channels-last
+# memory format and keep Keras's copy). Every caller of it looks it up in the module at call time, so one
+# replacement covers all of them. Same ops on the same values: outputs and gradients match Keras's own path within
+# 1e-6 (tests/unit/models/test_keras_layout.py); weights and checkpoints are untouched (no variable changes layout).
+# NOTE: installed when stratagem first meets Keras (KerasModule, `import stratagem.tf.keras`), not at import, and
+# for the whole process: a Keras model the user calls directly then runs the same way, with the same numbers.
+# ---------------------------------------------------------------------------------------------------------------
+
+_layout_lock = threading.Lock()
+
+
+def install_channels_last_layout() -> None:
+    """Makes Keras's torch backend keep channels-last inputs as channels-last views (idempotent)."""
+    keras = sys.modules.get("keras")
+    if keras is None or keras.backend.backend() != "torch":
+        return
+    from keras.src.backend.torch import nn as torch_nn
+
+    with _layout_lock:
+        if getattr(torch_nn._transpose_spatial_inputs, "_stratagem_channels_last", False):
+            return
+        torch_nn._transpose_spatial_inputs = _channels_last_view(torch_nn._transpose_spatial_inputs)
+
+
+def _channels_last_view(transpose_spatial_inputs: Any) -> Any:
+    @functools.wraps(transpose_spatial_inputs)  # `__wrapped__` is Keras's own, for the tests' reference path
+    def channels_first_view(inputs: torch.Tensor) -> torch.Tensor:
+        if inputs.ndim == 4:  # NHWC -> NCHW view, torch.channels_last memory format: no copy
+            return torch.permute(inputs, (0, 3, 1, 2))
+        if inputs.ndim == 5:  # NDHWC -> NCDHW view, torch.channels_last_3d
+            return torch.permute(inputs, (0, 4, 1, 2, 3))
+        return transpose_spatial_inputs(inputs)
+
+    channels_first_view._stratagem_channels_last = True  # type: ignore[attr-defined]
+    return channels_first_view
 
 
 # ---------------------------------------------------------------------------------------------------------------

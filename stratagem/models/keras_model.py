@@ -30,7 +30,7 @@ from typing_extensions import override
 
 from stratagem._torch_internals import put_buffer, registered_buffer
 from stratagem.errors import ConfigurationError
-from stratagem.models.keras_internals import all_layers, keras_device, own_variables
+from stratagem.models.keras_internals import all_layers, install_channels_last_layout, keras_device, own_variables
 
 BACKEND_ENV = "KERAS_BACKEND"
 
@@ -82,6 +82,7 @@ class KerasModule(nn.Module):
         super().__init__()
         keras = imported_keras()
         check_torch_backend(keras, f"{type(keras_model).__name__} {keras_model.name!r}")
+        install_channels_last_layout()  # channels-last Conv/Pooling without layout copies
         if not keras_model.built or not keras_model.weights:
             raise ValueError(
                 f"This Keras model has no weights yet: it builds them on its first call (a subclassed model, or a "

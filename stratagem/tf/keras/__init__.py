@@ -19,11 +19,13 @@ import sys
 from typing import Any
 
 import stratagem  # noqa: F401  (sets KERAS_BACKEND=torch when Keras is not imported yet)
+from stratagem.models.keras_internals import install_channels_last_layout
 from stratagem.models.keras_model import check_torch_backend
 
 import keras  # noqa: E402
 
 check_torch_backend(keras, "stratagem.tf.keras")
+install_channels_last_layout()  # TF's default layout, channels last, without Keras's layout copies
 
 from keras import (  # noqa: E402
     DTypePolicy, Initializer, Input, InputSpec, KerasTensor, Layer, Loss, Metric, Operation, Optimizer, Regularizer,
