@@ -61,6 +61,11 @@ class Loss(abc.ABC):
 
     def per_example(self, y_true: torch.Tensor, y_pred: torch.Tensor) -> torch.Tensor:
         """Each example's loss, shape ``(batch,)``: ``call``'s values with extra axes averaged."""
+        if y_true is None:  # fit(x) or a dataset of x alone: raised here, not as torch's AttributeError
+            raise ValueError(
+                f"The loss {self.name!r} compares labels with the model's outputs, but the batch has no labels "
+                "(y is None). Pass y to fit/evaluate, or batches of (x, y); a model that trains without labels "
+                "overrides compute_loss or train_step. Received: y=None")
         values = self.call(y_true, y_pred)
         # flatten(1), not reshape(n, -1): a replica's share of a short last batch can be empty.
         return values.flatten(1).mean(dim=1) if values.ndim > 1 else values
@@ -103,6 +108,12 @@ def _mean_last_axis(values: torch.Tensor) -> torch.Tensor:
 
 def _aligned(y_true: torch.Tensor, y_pred: torch.Tensor) -> torch.Tensor:
     """``y_true`` as ``y_pred``'s dtype and shape; (batch,) labels pair with (batch, 1) outputs."""
+    if y_true.numel() != y_pred.numel():
+        raise ValueError(
+            "The loss compares each label with the model's output at the same place, but they hold different "
+            f"numbers of values: labels {tuple(y_true.shape)}, outputs {tuple(y_pred.shape)}. Make the model's "
+            "last layer output one value per label value (e.g. Dense(labels.shape[-1])), or fix the labels. "
+            f"Received: y_true.shape={tuple(y_true.shape)}, y_pred.shape={tuple(y_pred.shape)}")
     return y_true.to(y_pred.dtype).reshape(y_pred.shape)
 
 
@@ -163,12 +174,24 @@ class SparseCategoricalCrossentropy(Loss, _ProbabilityCheck):
         # (torch puts them on axis 1, hence the movedim for sequence outputs).
         target = (y_true.squeeze(-1) if y_true.ndim == y_pred.ndim else y_true).long()
         logits_first = y_pred.movedim(-1, 1) if y_pred.ndim > 2 else y_pred
-        if self.from_logits:
-            return F.cross_entropy(logits_first, target, reduction="none")
-        self.check(y_pred, "SparseCategoricalCrossentropy")
-        probs = y_pred / y_pred.sum(dim=-1, keepdim=True)
-        log_probs = torch.log(probs.clamp(_EPSILON, 1 - _EPSILON))
-        return F.nll_loss(log_probs.movedim(-1, 1) if log_probs.ndim > 2 else log_probs, target, reduction="none")
+        try:
+            if self.from_logits:
+                return F.cross_entropy(logits_first, target, reduction="none")
+            self.check(y_pred, "SparseCategoricalCrossentropy")
+            probs = y_pred / y_pred.sum(dim=-1, keepdim=True)
+            log_probs = torch.log(probs.clamp(_EPSILON, 1 - _EPSILON))
+            return F.nll_loss(log_probs.movedim(-1, 1) if log_probs.ndim > 2 else log_probs, target, reduction="none")
+        except (IndexError, RuntimeError) as err:
+            # NOTE: checked only when torch refuses (a label out of range on CPU), so a good step pays nothing.
+            classes = y_pred.shape[-1]
+            if target.numel() == 0 or (0 <= int(target.min()) and int(target.max()) < classes):
+                raise
+            raise ValueError(
+                f"SparseCategoricalCrossentropy takes class ids from 0 to {classes - 1} (the model outputs "
+                f"{classes} classes), but the labels run from {int(target.min())} to {int(target.max())}. Make "
+                f"the last layer output one value per class (e.g. Dense({int(target.max()) + 1}) for ids from 0), "
+                f"or map the labels to 0..{classes - 1}. Received: label range=[{int(target.min())}, "
+                f"{int(target.max())}], y_pred.shape={tuple(y_pred.shape)}") from err
 
 
 class CategoricalCrossentropy(Loss, _ProbabilityCheck):

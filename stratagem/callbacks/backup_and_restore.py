@@ -29,7 +29,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from stratagem.callbacks.callback import Callback
+from stratagem.callbacks.callback import Callback, check_path
 from stratagem.checkpoint import state as training_state
 from stratagem.checkpoint.io import load_state, remove_stale_temporaries, save_state
 from stratagem.errors import CheckpointError
@@ -61,7 +61,7 @@ class BackupAndRestore(Callback):
         super().__init__()
         if save_freq != "epoch" and (not isinstance(save_freq, int) or save_freq <= 0):
             raise ValueError(f"save_freq must be 'epoch' or a positive int. Received: save_freq={save_freq!r}")
-        self.backup_dir = Path(backup_dir)
+        self.backup_dir = Path(check_path("BackupAndRestore", "backup_dir", backup_dir))
         self.save_freq, self.delete_checkpoint = save_freq, delete_checkpoint
         self._batches = 0
         self._counter = 0

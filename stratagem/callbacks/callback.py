@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import types
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -114,6 +115,18 @@ def check_mode(owner: str, mode: str) -> None:
     """Raises unless ``mode`` is one of the monitoring callbacks' modes: "auto", "min" or "max"."""
     if mode not in ("auto", "min", "max"):
         raise ValueError(f"{owner} mode must be one of ['auto', 'min', 'max']. Received: mode={mode!r}")
+
+
+def check_path(owner: str, name: str, value: Any) -> str:
+    """Returns the path ``value`` as a string; raises if it is not a path or is empty (Keras refuses both)."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{owner} {name} must be a path (a str or os.PathLike). Received: {name} of type "
+                        f"{type(value).__name__}")
+    path = os.fspath(value)
+    if not str(path).strip():
+        raise ValueError(f"{owner} needs a {name} to write to, but it is empty. Pass a path, e.g. "
+                         f"{name}='/tmp/run1'. Received: {name}={path!r}")
+    return str(path)
 
 
 def overrides(callback: Callback, hook: str) -> bool:

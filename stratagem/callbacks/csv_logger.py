@@ -14,7 +14,7 @@ from typing import IO, Any
 
 from typing_extensions import override
 
-from stratagem.callbacks.callback import Callback
+from stratagem.callbacks.callback import Callback, check_path
 
 
 class CSVLogger(Callback):
@@ -36,7 +36,7 @@ class CSVLogger(Callback):
     def __init__(self, filename: str, separator: str = ",", append: bool = False) -> None:
         super().__init__()
         self.sep = separator
-        self.filename = os.fspath(filename)
+        self.filename = check_path("CSVLogger", "filename", filename)
         self.append = append
         self.keys: list[str] | None = None
         self.append_header = True

@@ -49,6 +49,10 @@ class LearningRateScheduler(Callback):
 
     def __init__(self, schedule: Callable[..., float], verbose: int = 0) -> None:
         super().__init__()
+        if not callable(schedule):  # Keras fails at the first epoch with "'int' object is not callable"
+            raise TypeError("LearningRateScheduler takes a function schedule(epoch, lr) -> new learning rate, e.g. "
+                            "lambda epoch, lr: lr * 0.9. Received: schedule of type "
+                            f"{type(schedule).__name__}")
         self.schedule = schedule
         self.verbose = verbose
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from typing_extensions import override
 
-from stratagem.callbacks.callback import Callback, check_mode
+from stratagem.callbacks.callback import Callback, check_mode, check_path
 
 _WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth")
 
@@ -63,7 +63,7 @@ class ModelCheckpoint(Callback):
         if save_freq != "epoch" and (not isinstance(save_freq, int) or isinstance(save_freq, bool) or save_freq < 1):
             raise ValueError("save_freq must be 'epoch' or a positive number of batches. "
                              f"Received: save_freq={save_freq!r}")
-        self.filepath = str(filepath)
+        self.filepath = check_path("ModelCheckpoint", "filepath", filepath)
         self.monitor, self.verbose, self.mode = monitor, verbose, mode
         self.save_best_only, self.save_weights_only, self.save_freq = save_best_only, save_weights_only, save_freq
         maximize = mode == "max" or (mode == "auto" and ("acc" in monitor or monitor.startswith("fmeasure")))

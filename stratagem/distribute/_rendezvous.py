@@ -59,11 +59,15 @@ def connect_store(*, rank: int, master_addr: str, master_port: int, timeout_s: f
             if time.monotonic() + 0.5 < deadline:
                 time.sleep(0.2)
                 continue
+            unresolved = _resolution_error(master_addr)
+            why = (f"its host name does not resolve from here ({unresolved}). Check the spelling of the host in "
+                   "MASTER_ADDR (or TF_CONFIG), and that this host's DNS or /etc/hosts knows it"
+                   if unresolved else "it did not start, died, or is not reachable from here. Check that rank 0 "
+                   "is running and that MASTER_ADDR/MASTER_PORT (or TF_CONFIG) name it")
             # `from None`: torch's message carries a C++ stack trace that says no more than this.
             raise CollectiveTimeoutError(
                 f"[rank {rank}] Could not reach the chief (rank 0) at {master_addr}:{master_port} within "
-                f"{timeout_s:g}s: it did not start, died, or is not reachable from here. Check that rank 0 "
-                f"is running and that MASTER_ADDR/MASTER_PORT (or TF_CONFIG) name it. "
+                f"{timeout_s:g}s: {why}. "
                 f"Received: master_addr={master_addr!r}, master_port={master_port}, timeout_s={timeout_s:g}",
                 operation="rendezvous", rank=rank, timeout_s=timeout_s,
             ) from None
@@ -169,6 +173,17 @@ class SignedStore(dist.Store):
         return hmac.new(self._key, message, hashlib.sha256).digest()
 
 
+def _resolution_error(host: str) -> str | None:
+    """The resolver's complaint if ``host`` has no address (a misspelt or unknown name), else None."""
+    try:
+        socket.getaddrinfo(host, None)
+    except socket.gaierror as err:
+        return str(err.strerror)
+    except (OSError, UnicodeError):
+        return None
+    return None
+
+
 def _bind_listener(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -177,7 +192,11 @@ def _bind_listener(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as err:
         sock.close()
-        if err.errno == errno.EADDRNOTAVAIL:
+        if isinstance(err, socket.gaierror):
+            fix = ("the host name does not resolve on this machine, so there is no address to listen on. Check "
+                   "the spelling of MASTER_ADDR (or TF_CONFIG's first chief/worker host), or add the name to this "
+                   "host's DNS or /etc/hosts")
+        elif err.errno == errno.EADDRNOTAVAIL:
             fix = ("the address is not one of this host's, and rank 0 listens on it. Run rank 0 on the host "
                    "MASTER_ADDR (or TF_CONFIG's first chief/worker) names, or name this host's own address")
         else:

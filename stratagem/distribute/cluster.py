@@ -219,8 +219,13 @@ class TFConfigClusterResolver(ClusterResolver):
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         config = _load_tf_config(os.environ if environ is None else environ)
-        cluster = config.get("cluster")
-        spec = ClusterSpec(_check_cluster_dict(cluster, "TF_CONFIG") if cluster is not None else {})
+        # "cluster": null is refused, as TF does; only a missing or empty cluster is local training.
+        spec = ClusterSpec(_check_cluster_dict(config["cluster"], "TF_CONFIG") if "cluster" in config else {})
+        if spec.jobs and not _has_tasks(spec):
+            raise ConfigurationError(
+                f"TF_CONFIG cluster names jobs but lists no task address, so there is no task to be (TF refuses "
+                "it too). List one 'host:port' per task, e.g. {\"worker\": [\"node1:2222\", \"node2:2222\"]}, or "
+                f"leave the cluster out for one local worker. Received: cluster={_clip(spec.as_dict())}")
         task = config.get("task") or {}
         self.environment: str = config.get("environment") or ""  # TF's field; no effect here
         if _has_tasks(spec):

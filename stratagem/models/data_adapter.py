@@ -25,6 +25,7 @@ from stratagem.data.ops.prefetch import PrefetchIterator
 from stratagem.distribute.input_context import InputContext, check_global_batch_size
 from stratagem.distribute.input_lib import DistributedDataset, _as_tensor
 from stratagem.distribute.strategy import Strategy
+from stratagem.models.fit_arguments import check_steps
 
 Batch = tuple[Any, int, Sequence[int]]  # (local batch, global batch size, global positions of its rows)
 
@@ -238,6 +239,7 @@ def make_adapter(x: Any, y: Any, sample_weight: Any, *, batch_size: int | None, 
         elif isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError("batch_size must be a positive integer: the number of examples in each batch. "
                              f"Received: batch_size={batch_size!r}")
+        _check_sample_weight_shape(sample_weight, batch_size_of(data))
         if batch_size_of(data) == 0:
             raise ValueError(f"Expected input data to be non-empty. The arrays hold 0 examples. "
                              f"Received: x with shape {tuple(_first_array(data).shape)}")
@@ -246,11 +248,7 @@ def make_adapter(x: Any, y: Any, sample_weight: Any, *, batch_size: int | None, 
         dataset = array_dataset(data, batch_size=batch_size, shuffle=shuffle)
         return DataAdapter(dataset, seed=seed, strategy=None if local else strategy, batch_size=batch_size,
                            num_samples=batch_size_of(data))
-    if y is not None:
-        raise ValueError(
-            "y must be None when x is an iterable of batches (it yields (x, y) pairs itself). "
-            f"Received: x of type {type(x).__name__}, y of type {type(y).__name__}"
-        )
+    check_batches_alone(x, y, sample_weight)
     if batch_size is not None:
         raise ValueError(
             "batch_size must not be given when x yields batches: the batches are already made. "
@@ -261,15 +259,33 @@ def make_adapter(x: Any, y: Any, sample_weight: Any, *, batch_size: int | None, 
     return DataAdapter(x, seed=seed, strategy=None if local else strategy)
 
 
-def check_bounded(data: Any, *, steps: int | None, steps_name: str) -> None:
-    """Raises at once, as TF does, if ``data`` repeats forever and no ``steps`` ends its epoch.
+def check_batches_alone(x: Any, y: Any, sample_weight: Any) -> None:
+    """Raises if ``y`` or ``sample_weight`` come beside an ``x`` that yields its own batches (Keras refuses both)."""
+    if y is not None:
+        raise ValueError(
+            "y must be None when x is an iterable of batches (it yields (x, y) pairs itself). "
+            f"Received: x of type {type(x).__name__}, y of type {type(y).__name__}"
+        )
+    if sample_weight is not None:
+        raise ValueError(
+            "sample_weight must be None when x is a dataset or an iterable of batches, as in Keras: the weights "
+            "would not follow the dataset's order. Put them in the batches instead, as (x, y, sample_weight), "
+            f"e.g. Dataset.from_tensor_slices((x, y, w)). Received: x of type {type(x).__name__}, sample_weight "
+            f"of type {type(sample_weight).__name__}")
+
+
+def check_bounded(data: Any, *, steps: Any, steps_name: str) -> int | None:
+    """Returns ``steps`` as Keras 3 reads it (0 is None: one whole pass); raises at once, as TF does, if
+    ``data`` repeats forever and no ``steps`` ends its epoch.
 
     Raises:
-        ValueError: If ``data`` has infinite cardinality and ``steps`` is None.
+        TypeError: If ``steps`` is not an int.
+        ValueError: If ``steps`` is negative, or ``data`` has infinite cardinality and ``steps`` is None.
     """
+    steps = check_steps(steps, steps_name=steps_name)
     cardinality = getattr(data, "cardinality", None)
     if steps is not None or not callable(cardinality) or cardinality() != INFINITE_CARDINALITY:
-        return
+        return steps
     raise ValueError(
         f"The dataset repeats forever (repeat() with no count), so an epoch would never end. Pass "
         f"{steps_name}=N to make an epoch N batches, or repeat a finite number of times. "
@@ -326,6 +342,17 @@ def _first(structure: Any) -> Any:
     return next(iter(structure.values())) if isinstance(structure, dict) else (structure[0] if structure else None)
 
 
+def _check_sample_weight_shape(sample_weight: Any, examples: int) -> None:
+    # The loss is one value per example (extra axes averaged first), so a weight is one per example.
+    shape = tuple(getattr(sample_weight, "shape", ()))
+    if sample_weight is None or not _is_array(sample_weight) or shape in ((examples,), (examples, 1)):
+        return
+    raise ValueError(
+        f"sample_weight holds one weight per example: shape ({examples},) or ({examples}, 1) for {examples} "
+        "examples; the loss is averaged over any other axes before it is weighted. Pass one weight per example. "
+        f"Received: sample_weight.shape={shape}")
+
+
 def _check_same_length(data: Any, expected: int) -> None:
     lengths: list[int] = []
     map_structure(lambda t: lengths.append(int(t.shape[0])), data)
@@ -357,6 +384,7 @@ def split_and_weight(x: Any, y: Any, sample_weight: Any, *, validation_split: fl
         x = x.map(lambda *batch: _with_class_weight(batch, class_weight))
     elif class_weight is not None:
         sample_weight = _class_weight_to_sample_weight(y, sample_weight, class_weight)
+        _warn_unused_classes(y, class_weight)
     return x, y, sample_weight, validation_data
 
 
@@ -396,11 +424,28 @@ def _class_weight_to_sample_weight(y: Any, sample_weight: Any, class_weight: Map
         raise ValueError(
             "class_weight needs the labels as one array (a single output), in y or in a Dataset's (x, y) "
             f"batches. Received: y of type {type(y).__name__}")
+    return np.array([class_weight.get(int(c), 1.0) for c in _label_classes(y)], dtype=np.float32)
+
+
+def _label_classes(y: Any) -> np.ndarray:
+    """Each example's class id, as Keras 3 reads labels for class_weight."""
     labels = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
     if labels.ndim > 1:  # one-hot (argmax), or one label per row in a last axis of 1
         labels = labels.argmax(axis=-1) if labels.shape[-1] > 1 else labels.squeeze(-1)
-    classes = np.round(labels).astype(np.int64).reshape(-1)
-    return np.array([class_weight.get(int(c), 1.0) for c in classes], dtype=np.float32)
+    return np.round(labels).astype(np.int64).reshape(-1)
+
+
+def _warn_unused_classes(y: Any, class_weight: Mapping[int, float]) -> None:
+    # NOTE: Keras 3 ignores a class_weight key that no label holds (tf.keras 2 refused keys other than
+    # 0..n-1); the numbers follow Keras 3, and the warning says the weight has no effect.
+    present = set(np.unique(_label_classes(y)).tolist())
+    unused = sorted(int(key) for key in class_weight if int(key) not in present)
+    if unused:
+        warnings.warn(
+            f"class_weight gives a weight to class(es) {unused}, which no training label holds, so it has no "
+            "effect (Keras 3 ignores it too). class_weight keys are the labels' class ids, from 0; check them "
+            f"against the labels. Received: class_weight keys={sorted(class_weight)}, label classes="
+            f"{sorted(present)}", stacklevel=4)
 
 
 def worker_stream(x: Any, y: Any, sample_weight: Any, *, batch_size: int, shuffle: bool) -> Callable[[Any], Iterator[Any]]:
@@ -410,6 +455,9 @@ def worker_stream(x: Any, y: Any, sample_weight: Any, *, batch_size: int, shuffl
     by the worker's index), a dataset repeated, or ``x(input_context)`` when ``x``
     is a function (TF's ``DatasetCreator``). ``batch_size`` is one step's batch.
     """
+
+    if not callable(x) and not _holds_arrays(x):
+        check_batches_alone(x, y, sample_weight)
 
     def make(context: Any) -> Iterator[Any]:
         if callable(x) and not hasattr(x, "__len__"):

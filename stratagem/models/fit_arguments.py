@@ -40,6 +40,23 @@ def check_fit_arguments(x: Any, *, epochs: Any, initial_epoch: Any, verbose: Any
     _check_class_weight(class_weight)
 
 
+def check_steps(steps: Any, *, steps_name: str) -> int | None:
+    """Returns ``steps`` (``steps_per_epoch``, ``steps``) as Keras 3 reads it: None or 0 is one whole pass.
+
+    Keras 3 tests ``if steps:``, so ``steps_per_epoch=0`` (a ``len(x) // batch``
+    that came out 0) trains a whole epoch there; here it does the same rather
+    than train nothing.
+
+    Raises:
+        TypeError: If ``steps`` is not an int (a float, a string).
+        ValueError: If ``steps`` is negative.
+    """
+    if steps is None:
+        return None
+    _count(steps_name, steps, minimum=0, fix=f"Pass the number of batches, or None for one whole pass")
+    return int(steps) or None
+
+
 def _count(name: str, value: Any, *, minimum: int | None, fix: str) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int. {fix}. Received: {name}={value!r} of type {type(value).__name__}")

@@ -244,7 +244,7 @@ class Model:
         x, y, sample_weight, validation_data = split_and_weight(
             x, y, sample_weight, validation_split=validation_split, validation_data=validation_data,
             class_weight=class_weight)
-        check_bounded(x, steps=steps_per_epoch, steps_name="steps_per_epoch")
+        steps_per_epoch = check_bounded(x, steps=steps_per_epoch, steps_name="steps_per_epoch")  # 0: a pass, as Keras
         if validation_data is not None and not isinstance(validation_data, tuple):
             check_bounded(validation_data, steps=validation_steps, steps_name="validation_steps")
         self._fits += 1
@@ -285,7 +285,7 @@ class Model:
                  return_dict: bool = False) -> float | list[float] | dict[str, float]:
         """Returns the loss (and metrics) over the data; each example counts exactly once."""
         self._require_compiled()
-        check_bounded(x, steps=steps, steps_name="steps")
+        steps = check_bounded(x, steps=steps, steps_name="steps")  # 0: a pass, as Keras
         data = make_adapter(x, y, sample_weight, batch_size=batch_size, shuffle=False, seed=0, strategy=self._strategy,
                             local=self._runs_locally())
         callback_list = CallbackList(callbacks or [], model=self, params={"steps": steps or data.steps})
@@ -298,7 +298,7 @@ class Model:
     def predict(self, x: Any, batch_size: int | None = None, verbose: int | str = "auto", steps: int | None = None,
                 callbacks: Sequence[Callback] | None = None) -> Any:
         """Returns the outputs for every input, in input order, as numpy arrays (on every replica)."""
-        check_bounded(x, steps=steps, steps_name="steps")
+        steps = check_bounded(x, steps=steps, steps_name="steps")  # 0: a pass, as Keras
         data = make_adapter(x, None, None, batch_size=batch_size, shuffle=False, seed=0, strategy=self._strategy,
                             local=self._runs_locally())
         callback_list = CallbackList(callbacks or [], model=self, params={"steps": steps or data.steps})

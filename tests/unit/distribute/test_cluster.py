@@ -196,7 +196,6 @@ def test_unset_tf_config_raises_when_resolver_is_built_directly() -> None:
 
 @pytest.mark.parametrize("tf_config", [
     "{}", '{"cluster": {}}', '{"cluster": {}, "task": {}}', '{"task": {"type": "worker", "index": 0}}',
-    '{"cluster": {"worker": []}}',
 ])
 def test_tf_config_without_tasks_is_one_local_worker_as_in_tf(tf_config: str) -> None:
     # TF reads a TF_CONFIG without cluster as an empty ClusterSpec: local, single-worker training.
@@ -205,6 +204,25 @@ def test_tf_config_without_tasks_is_one_local_worker_as_in_tf(tf_config: str) ->
     assert resolver.task_type == "worker" and resolver.task_id == 0 and resolver.is_chief()
     assert resolve_cluster(environ={"TF_CONFIG": tf_config}) is None  # so a strategy trains locally
     assert isinstance(resolve_cluster(environ={"TF_CONFIG": tf_config, **TORCHRUN_ENV}), TorchrunClusterResolver)
+
+
+@pytest.mark.parametrize("tf_config", [
+    '{"cluster": {"worker": []}}', '{"cluster": {"worker": []}, "task": {"type": "worker", "index": 0}}',
+    '{"cluster": {"chief": [], "worker": []}, "task": {"type": "chief", "index": 0}}',
+])
+def test_cluster_of_empty_jobs_raises_as_tf(tf_config: str) -> None:
+    # TF 2.21: MultiWorkerMirroredStrategy refuses these ("you must also specify task_type and task_id",
+    # "task_id 0 exceeds the maximum id of worker"); it trained locally here, with no word.
+    with _raises("TF_CONFIG cluster names jobs but lists no task address"):
+        TFConfigClusterResolver({"TF_CONFIG": tf_config})
+    with _raises("Received: cluster="):
+        resolve_cluster(environ={"TF_CONFIG": tf_config})
+
+
+def test_null_cluster_raises_as_tf() -> None:
+    # TF: "`cluster` must be a dictionary mapping one or more job names to lists of network addresses".
+    with _raises("Received: cluster=None"):
+        TFConfigClusterResolver({"TF_CONFIG": '{"cluster": null, "task": {"type": "worker", "index": 0}}'})
 
 
 def test_cluster_that_is_not_an_object_raises() -> None:

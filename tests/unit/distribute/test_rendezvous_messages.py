@@ -8,6 +8,7 @@ import pytest
 
 from stratagem.distribute import _interfaces, _rendezvous
 from stratagem.distribute.cluster import SimpleClusterResolver, describe_group
+from stratagem.errors import CollectiveTimeoutError
 
 
 def test_loopback_master_picks_the_loopback_interface(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -28,6 +29,17 @@ def test_unusable_master_address_gets_the_right_hint() -> None:
     with pytest.raises(OSError, match="not one of this host's") as caught:
         _rendezvous.connect_store(rank=0, master_addr="192.0.2.77", master_port=29400, timeout_s=1)
     assert "free port" not in str(caught.value)  # the port is not the problem
+
+
+def test_master_host_that_does_not_resolve_is_named_as_such() -> None:
+    # Issue 21: the chief was told to "Pick a free port"; the other ranks that the chief is not reachable.
+    # '.invalid' never resolves (RFC 6761).
+    with pytest.raises(OSError, match="the host name does not resolve on this machine") as caught:
+        _rendezvous.connect_store(rank=0, master_addr="no-such-host.invalid", master_port=29400, timeout_s=1)
+    assert "free port" not in str(caught.value)
+    with pytest.raises(CollectiveTimeoutError, match=r"its host name does not resolve from here.*Received: "
+                                                     r"master_addr='no-such-host.invalid'"):
+        _rendezvous.connect_store(rank=1, master_addr="no-such-host.invalid", master_port=29400, timeout_s=1)
 
 
 def test_gloo_connect_error_names_the_peer_rank_and_host() -> None:
