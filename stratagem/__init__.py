@@ -23,7 +23,7 @@ elif getattr(_sys.modules["keras"], "backend", None) is not None and _sys.module
         "imported. Set KERAS_BACKEND=torch in the environment, or `import stratagem` before `import keras`.",
         stacklevel=2)
 
-if _os.environ.get(_launched.ERROR_FILE_ENV) or _os.environ.get(_launched.TORCH_ERROR_FILE_ENV):
+if _os.environ.get(_launched.ERROR_FILE_ENV):
     # A worker started by `stratagem run` (or torch's elastic agent): record an uncaught exception for it.
     _launched.install_excepthook()
 

@@ -5,12 +5,14 @@ importing the launcher:
 
 - ``STRATAGEM_RESTART_COUNT``: how often the launcher restarted the job
   (``restart_count``; ``BackupAndRestore`` reads it).
-- ``STRATAGEM_ERROR_FILE``: the worker's error file. When one worker crashes,
-  its peers fail a moment later in their next collective, and their exits can
-  reach the supervisor first. Each launched worker therefore records the wall
-  time and summary of its own uncaught exception there (the hook is installed
-  by ``import stratagem`` when the variable is set); the supervisor blames the
-  worker whose exception came first. The files hold JSON only.
+- ``TORCHELASTIC_ERROR_FILE``: the worker's error file, torch's variable, set
+  by ``stratagem run`` as torch's elastic agent sets it. When one worker
+  crashes, its peers fail a moment later in their next collective, and their
+  exits can reach the launcher first. Each launched worker therefore records
+  its own uncaught exception there in torch's ``@record`` layout, written by
+  torch's ``ErrorHandler`` (the hook is installed by ``import stratagem`` when
+  the variable is set); the launcher blames the worker whose record came
+  first, and torch's agent reads the same file. The files hold JSON only.
 """
 
 from __future__ import annotations
@@ -18,14 +20,28 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
-import traceback
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
 
-ERROR_FILE_ENV = "STRATAGEM_ERROR_FILE"
+ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"  # torch's: its elastic agent and `stratagem run` both set it
 RESTART_COUNT_ENV = "STRATAGEM_RESTART_COUNT"
-TORCH_ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"  # set by torch.distributed.elastic's agent (stratagem run --nnodes MIN:MAX)
+
+
+@dataclass(frozen=True)
+class ErrorRecord:
+    """A worker's uncaught exception, as its error file holds it.
+
+    Args:
+        message: ``"Type: text"``, e.g. ``"ValueError: boom on rank 1"``.
+        traceback: The formatted traceback (torch's ``py_callstack``).
+        written_ns: When the file was written (its mtime). torch's own
+            ``timestamp`` is whole seconds, too coarse to tell which of two
+            peers failing within the same second failed first.
+    """
+
+    message: str
+    traceback: str
+    written_ns: int
 
 
 def restart_count() -> int:
@@ -46,27 +62,9 @@ def install_excepthook() -> None:
     previous = sys.excepthook
 
     def hook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
-        torch_path = os.environ.get(TORCH_ERROR_FILE_ENV)
-        if torch_path:
-            # An elastic job's agent reads torch's error file for its root-cause report: the
-            # layout torch's @record writes (message, py_callstack, timestamp).
-            record = {"message": {"message": f"{kind.__name__}: {value}", "extraInfo": {
-                "py_callstack": "".join(traceback.format_exception(kind, value, tb)),
-                "timestamp": str(int(time.time()))}}}
-            with open(f"{torch_path}.tmp", "w", encoding="utf-8") as f:
-                json.dump(record, f)
-            os.replace(f"{torch_path}.tmp", torch_path)
-        path = os.environ.get(ERROR_FILE_ENV)
-        if not path:
-            previous(kind, value, tb)
-            return
         try:
-            record = {"time": time.time(), "type": kind.__name__, "message": str(value),
-                      "traceback": "".join(traceback.format_exception(kind, value, tb))[-4000:]}
-            tmp = f"{path}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(record, f)
-            os.replace(tmp, path)
+            if os.environ.get(ERROR_FILE_ENV):
+                _record(value, tb)
         finally:
             previous(kind, value, tb)
 
@@ -74,11 +72,30 @@ def install_excepthook() -> None:
     sys.excepthook = hook
 
 
-def read_error_file(path: str) -> dict[str, Any] | None:
+def _record(value: BaseException, tb: TracebackType | None) -> None:
+    """Writes ``value`` to the error file through torch's ``ErrorHandler`` (the layout ``@record`` writes)."""
+    # Imported here: this module sits below torch's import in `import stratagem`, and only a crash needs it.
+    from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
+
+    try:
+        raise value
+    except BaseException as err:
+        # NOTE: record_exception formats sys.exc_info(), which (3.11+) takes the traceback from the
+        # exception: put back the script's own, without this function's frame.
+        err.__traceback__ = tb
+        ErrorHandler().record_exception(err)
+
+
+def read_error_file(path: str) -> ErrorRecord | None:
     """The record a worker wrote, or None if it wrote none (or it is unreadable)."""
     try:
         with open(path, encoding="utf-8") as f:
-            record = json.load(f)
+            data = json.load(f)
+            written_ns = os.fstat(f.fileno()).st_mtime_ns
     except (OSError, ValueError):
         return None
-    return record if isinstance(record, dict) and isinstance(record.get("time"), (int, float)) else None
+    message = data.get("message") if isinstance(data, dict) else None
+    if not isinstance(message, dict) or not isinstance(message.get("message"), str):
+        return None
+    extra = message.get("extraInfo") if isinstance(message.get("extraInfo"), dict) else {}
+    return ErrorRecord(message["message"], str(extra.get("py_callstack", "")), written_ns)

@@ -32,9 +32,10 @@ Variables a worker reads, and who sets them:
 - ``STRATAGEM_RESTART_COUNT``: how often the group was restarted before this
   start (0 on the first). Launcher (``--max-restarts``). In a ``--ps`` job it
   counts the restarts of that one worker, which is restarted alone.
-- ``STRATAGEM_ERROR_FILE``: where the worker records its uncaught exception
-  (time, type, message) so the launcher can blame the first failure rather than
-  the peers that failed because of it. Launcher.
+- ``TORCHELASTIC_ERROR_FILE``: where the worker records its uncaught exception
+  (torch's ``@record`` layout: message, traceback, time) so the launcher can blame
+  the first failure rather than the peers that failed because of it. Launcher
+  (torch's elastic agent for ``--nnodes MIN:MAX``).
 - ``STRATAGEM_JOB_SECRET``: the job's secret; every gRPC call of a parameter-server job
   proves it and the rendezvous keeps its keys under a prefix derived from it
   (``stratagem.distribute.job_secret``). Launcher: a fresh one per one-host job, unless

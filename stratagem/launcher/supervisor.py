@@ -333,7 +333,7 @@ def _root_cause(first_seen: Worker, workers: list[Worker], signaled: set[int]) -
         code = worker.process.returncode
         if code is not None and code < 0 and worker.rank not in signaled:
             return worker
-    records = [(record["time"], w) for w in workers if (record := read_error_file(w.error_file)) is not None]
+    records = [(record.written_ns, w) for w in workers if (record := read_error_file(w.error_file)) is not None]
     return min(records, key=lambda item: item[0])[1] if records else first_seen
 
 
@@ -369,7 +369,7 @@ def describe_exit(worker: Worker) -> tuple[str, int]:
     record = read_error_file(worker.error_file)
     if record is not None:
         # It raised; a negative code only means we stopped it during its teardown.
-        return f"raised {record.get('type')}: {record.get('message')}", code if code > 0 else 1
+        return f"raised {record.message}", code if code > 0 else 1
     if code < 0:
         return f"was killed by {signal.Signals(-code).name}", 128 - code
     return f"exited with code {code}", code

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -62,39 +63,52 @@ def test_local_tf_configs_name_the_same_job_as_the_torch_variables() -> None:
         assert [getattr(from_tf, f) for f in fields] == [getattr(from_torch, f) for f in fields], rank
 
 
-def test_error_file_written_by_uncaught_exception_is_read_back(tmp_path: Path) -> None:
+def test_uncaught_exception_is_recorded_in_torch_record_layout_and_read_back(tmp_path: Path) -> None:
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
     path = tmp_path / "rank0.json"
-    code = ("from stratagem._launched import install_excepthook; install_excepthook(); "
-            "raise KeyError('missing thing')")
-    proc = subprocess.run([sys.executable, "-c", code], env={"STRATAGEM_ERROR_FILE": str(path), "PATH": ""},
+    code = ("from stratagem._launched import install_excepthook; install_excepthook()\n"
+            "def load():\n    raise KeyError('missing thing')\nload()")
+    proc = subprocess.run([sys.executable, "-c", code], env={"TORCHELASTIC_ERROR_FILE": str(path), "PATH": ""},
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "KeyError" in proc.stderr  # the usual traceback still prints
     record = read_error_file(str(path))
-    assert record is not None and record["type"] == "KeyError" and "missing thing" in record["message"]
+    assert record is not None and record.message == "KeyError: 'missing thing'"
+    # The script's frames only, innermost last, as Python prints them.
+    assert record.traceback.startswith("Traceback") and "in load" in record.traceback
+    assert "_record" not in record.traceback and record.traceback.rstrip().endswith("KeyError: 'missing thing'")
+    # torch's elastic agent reads the same file for its root-cause report.
+    failure = ProcessFailure(local_rank=0, pid=proc.returncode, exitcode=1, error_file=str(path))
+    assert failure.message["message"] == "KeyError: 'missing thing'" and failure.timestamp > 0
 
 
-def test_unreadable_error_file_reads_as_none(tmp_path: Path) -> None:
+def test_unreadable_or_foreign_error_file_reads_as_none(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{not json")
     (tmp_path / "list.json").write_text("[1, 2]")
-    assert read_error_file(str(tmp_path / "bad.json")) is None
-    assert read_error_file(str(tmp_path / "list.json")) is None
-    assert read_error_file(str(tmp_path / "absent.json")) is None
+    (tmp_path / "flat.json").write_text(json.dumps({"time": 1.0, "type": "E", "message": "not torch's layout"}))
+    for name in ("bad.json", "list.json", "flat.json", "absent.json"):
+        assert read_error_file(str(tmp_path / name)) is None, name
 
 
 def test_root_cause_is_the_earliest_recorded_exception(tmp_path: Path) -> None:
-    def worker(rank: int, when: float | None, code: int = 1) -> SimpleNamespace:
+    def worker(rank: int, written_ns: int | None, code: int = 1) -> SimpleNamespace:
         path = tmp_path / f"rank{rank}.json"
-        if when is not None:
-            path.write_text(json.dumps({"time": when, "type": "E", "message": str(rank)}))
+        if written_ns is not None:
+            # torch's timestamp is whole seconds and equal here: the write time decides.
+            path.write_text(json.dumps({"message": {"message": f"E: {rank}", "extraInfo": {
+                "py_callstack": "", "timestamp": "1700000000"}}}))
+            os.utime(path, ns=(written_ns, written_ns))
         return SimpleNamespace(rank=rank, error_file=str(path), process=SimpleNamespace(returncode=code))
 
-    workers = [worker(0, 20.0), worker(1, 10.0), worker(2, None)]
+    second = 1_700_000_000 * 10**9
+    workers = [worker(0, second + 20_000_000), worker(1, second + 10_000_000), worker(2, None)]
     assert supervisor._root_cause(workers[0], workers, set()).rank == 1  # type: ignore[arg-type]
     no_records = [worker(5, None), worker(6, None)]
     assert supervisor._root_cause(no_records[1], no_records, set()).rank == 6  # type: ignore[arg-type]
     # Killed by a signal nobody here sent: the cause, even though its peer raised first on record.
-    preempted = [worker(7, 5.0), worker(8, None, code=-9), worker(9, None, code=-15)]
+    preempted = [worker(7, second), worker(8, None, code=-9), worker(9, None, code=-15)]
     assert supervisor._root_cause(preempted[0], preempted, {9}).rank == 8  # type: ignore[arg-type]
+    assert supervisor.describe_exit(workers[1]) == ("raised E: 1", 1)  # type: ignore[arg-type]
 
 
 def test_free_ports_for_one_job_are_distinct() -> None:
