@@ -1,7 +1,7 @@
 """Keras-style callbacks."""
 
 from stratagem.callbacks.backup_and_restore import BackupAndRestore
-from stratagem.callbacks.callback import Callback
+from stratagem.callbacks.callback import Callback, StopsTraining
 from stratagem.callbacks.callback_list import CallbackList
 from stratagem.callbacks.csv_logger import CSVLogger
 from stratagem.callbacks.early_stopping import EarlyStopping
@@ -15,5 +15,6 @@ from stratagem.callbacks.terminate_on_nan import TerminateOnNaN
 
 __all__ = [
     "BackupAndRestore", "CSVLogger", "Callback", "CallbackList", "EarlyStopping", "History", "LambdaCallback",
-    "LearningRateScheduler", "ModelCheckpoint", "ProgbarLogger", "ReduceLROnPlateau", "TensorBoard", "TerminateOnNaN",
+    "LearningRateScheduler", "ModelCheckpoint", "ProgbarLogger", "ReduceLROnPlateau", "StopsTraining", "TensorBoard",
+    "TerminateOnNaN",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import os
 import types
 from collections.abc import Callable
@@ -13,6 +14,30 @@ F = TypeVar("F", bound=Callable[..., Any])
 def _noop(fn: F) -> F:
     fn._stratagem_noop = True  # type: ignore[attr-defined]
     return fn
+
+
+class StopsTraining(str, enum.Enum):
+    """Where a callback may set ``model.stop_training``, so the loop knows when replicas must agree.
+
+    A ``str`` enum: ``"batch"`` works wherever ``StopsTraining.BATCH`` does, and any other
+    string raises, so a misspelt value cannot silently turn the stop agreement off.
+    """
+
+    NEVER = "never"  # the callback never stops training
+    GLOBAL_LOGS = "global_logs"  # only from epoch logs, already reduced: every replica decides alike
+    EPOCH = "epoch"  # from anything, in epoch hooks: replicas agree once per epoch (the safe default)
+    BATCH = "batch"  # also in batch hooks: replicas agree after every step (one small all-reduce)
+
+    @classmethod
+    def parse(cls, value: StopsTraining | str, *, owner: str) -> StopsTraining:
+        """The member for ``value``; anything else raises ``ValueError`` naming ``owner`` and the valid values."""
+        try:
+            return cls(value)
+        except ValueError:
+            valid = ", ".join(repr(member.value) for member in cls)
+            raise ValueError(
+                f"{owner}.stops_training must be one of {valid} (or a StopsTraining member): the loop decides "
+                f"from it when replicas agree to stop. Received: stops_training={value!r}") from None
 
 
 class Callback:
@@ -35,12 +60,14 @@ class Callback:
     # True: batch hooks get ``logs`` reduced over every replica (one all-reduce per
     # step); otherwise they get this replica's running values (the same on one replica).
     requires_global_batch_logs: bool = False
-    # Where this callback may set ``model.stop_training``: "never"; "global_logs" (only
-    # from epoch logs, which are reduced, so every replica decides alike and no
-    # agreement is needed); "epoch" (from anything, in epoch hooks: replicas agree once
-    # per epoch; the default, safe for any callback); "batch" (also in batch hooks:
-    # replicas agree after every step, one small all-reduce).
-    stops_training: str = "epoch"
+    # Where this callback may set ``model.stop_training`` (``StopsTraining``); checked when a
+    # subclass is defined and again when fit starts (an instance may set it too).
+    stops_training: StopsTraining | str = StopsTraining.EPOCH
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "stops_training" in vars(cls):  # a typo fails where the class is written, not silently in fit
+            cls.stops_training = StopsTraining.parse(cls.stops_training, owner=cls.__name__)
 
     # Attributes BackupAndRestore saves and restores (counters, best values); plain JSON values.
     _state_keys: tuple[str, ...] = ()

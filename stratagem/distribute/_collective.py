@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 import atexit
 import contextlib
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -17,7 +18,7 @@ from torch import nn
 from typing_extensions import override
 
 from stratagem.distribute import collectives
-from stratagem.distribute.cluster import describe_group
+from stratagem.distribute.cluster import ClusterResolver, describe_group
 from stratagem.distribute.input_context import InputContext
 from stratagem.distribute.options import CommunicationOptions
 from stratagem.distribute.strategy import Strategy
@@ -27,7 +28,8 @@ from stratagem.distribute.values import ReduceOp
 class CollectiveStrategy(Strategy):
     """Base of the synchronous all-reduce strategies: one process per replica."""
 
-    def __init__(self, *, cluster_resolver: object | None = None, communication_options: CommunicationOptions | None = None) -> None:
+    def __init__(self, *, cluster_resolver: ClusterResolver | None = None,
+                 communication_options: CommunicationOptions | None = None) -> None:
         self._options = communication_options or CommunicationOptions()
         self._timeout_s = self._options.resolved_timeout_s()
         self._owns_group = False
@@ -59,7 +61,8 @@ class CollectiveStrategy(Strategy):
             peers=describe_group(self._cluster_resolver),
         )
         self._owns_group = True
-        atexit.register(self._teardown)
+        # Held weakly: a process-wide exit hook must not keep the strategy (and what it installed) alive.
+        atexit.register(_teardown_at_exit, weakref.ref(self))
 
     @override
     def _wrap_module(self, module: nn.Module) -> nn.Module:
@@ -85,10 +88,10 @@ class CollectiveStrategy(Strategy):
             return tensor
         return collectives.all_reduce(tensor, op.to_torch(), timeout_s=self._timeout_s)
 
-    @override
-    def _any_replica(self, flags: list[bool]) -> list[bool]:
+    def agree_through_store(self, flags: list[bool]) -> list[bool] | None:
+        """``any_replica`` through the rendezvous store, no collective (``AgreesThroughStore``)."""
         if not self._owns_group:  # a group started outside stratagem: no store of ours, so an all-reduce
-            return super()._any_replica(flags)
+            return None
         self._agreements += 1  # every replica agrees as often, in the same order: the keys match
         return collectives.any_rank(flags, key=f"stratagem/any_replica/{self._agreements}", timeout_s=self._timeout_s)
 
@@ -105,3 +108,11 @@ class CollectiveStrategy(Strategy):
         if self._owns_group:
             collectives.leave_process_group()
             self._owns_group = False
+
+
+def _teardown_at_exit(strategy: weakref.ref[CollectiveStrategy]) -> None:
+    alive = strategy()
+    if alive is not None:
+        alive._teardown()
+    elif dist.is_initialized():  # the strategy that started the group is gone; no other one owns it
+        collectives.leave_process_group()

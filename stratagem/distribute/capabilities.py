@@ -11,6 +11,11 @@ training loop asks "can this strategy do X?" and never "is this strategy Y?":
   instead of running them on this process (ParameterServer).
 - ``HoldsRemoteState``: part of the training state lives outside this process
   (on parameter servers), so a training checkpoint captures it too.
+- ``NeedsCoordinator``: ``strategy.run`` refuses to run a step that no
+  ``ClusterCoordinator`` scheduled (ParameterServer).
+- ``AgreesThroughStore``: replicas agree on flags (``Strategy.any_replica``)
+  through the rendezvous store, so ``fit``'s one agreement at its start is no
+  collective (the all-reduce strategies, on a group they started).
 - ``SupportsNoSync``: backward can keep gradients local for a while (DDP's
   ``no_sync``), so gradient accumulation communicates once per update.
 - ``ShardsVariables``: each replica holds only a shard of every variable and of
@@ -41,6 +46,24 @@ class SchedulesSteps(Protocol):
 
     def pull_all(self) -> None:
         """Brings this process's copies of the variables up to date (before evaluate, predict, saving)."""
+        ...
+
+
+@runtime_checkable
+class NeedsCoordinator(Protocol):
+    """``strategy.run`` runs a step only inside a step a ``ClusterCoordinator`` scheduled."""
+
+    def check_can_run(self) -> None:
+        """Raises where ``run`` cannot run a step on this process (no coordinator schedules it)."""
+        ...
+
+
+@runtime_checkable
+class AgreesThroughStore(Protocol):
+    """Replicas can agree on flags through the job's rendezvous store, with no collective on the training path."""
+
+    def agree_through_store(self, flags: list[bool]) -> list[bool] | None:
+        """For each flag, whether some replica holds it; None where no store of this job is at hand."""
         ...
 
 

@@ -79,12 +79,25 @@ class CentralStorageStrategy(OneHostStrategy):
         return module
 
     def _guard_plain_steps(self, module: nn.Module) -> None:
-        """Makes a plain ``optimizer.step()`` over ``module``'s parameters raise (see ``_refuse_plain_step``)."""
-        if self._step_hook is None:  # torch's hook on every optimizer's step, this strategy's check
-            self._step_hook = register_optimizer_step_pre_hook(self._refuse_plain_step)
+        """Makes a plain ``optimizer.step()`` over ``module``'s parameters raise (see ``_refuse_plain_step``).
+
+        torch offers this check only as a hook on every optimizer's step, so it lives exactly as long as
+        this strategy: it holds the strategy weakly, and ``_teardown`` or the strategy's collection removes it.
+        """
+        if self._step_hook is None:
+            self._step_hook = register_optimizer_step_pre_hook(_PlainStepGuard(self))
+            weakref.finalize(self, self._step_hook.remove)
         self._guarded.update({id(p): weakref.ref(p) for p in module.parameters()})
 
-    def _refuse_plain_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    @override
+    def _teardown(self) -> None:
+        if self._step_hook is not None:
+            self._step_hook.remove()
+            self._step_hook = None
+            self._guarded.clear()
+        super()._teardown()
+
+    def _refuse_plain_step(self, optimizer: torch.optim.Optimizer) -> None:
         # NOTE: nothing sums gradients in backward here (no DDP): only the central step does. A
         # plain step would apply this replica's gradients alone, and the replicas would drift apart.
         if self._stepping_centrally:
@@ -128,6 +141,18 @@ class CentralStorageStrategy(OneHostStrategy):
         with collectives.collective_errors("broadcast", timeout_s=self._timeout_s):
             dist.broadcast(values, src=0)
         _unflatten_into(values, [p.data for p in params])
+
+
+class _PlainStepGuard:
+    """torch's optimizer step pre-hook for one strategy, holding it weakly (the hook must not keep it alive)."""
+
+    def __init__(self, strategy: CentralStorageStrategy) -> None:
+        self._strategy = weakref.ref(strategy)
+
+    def __call__(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        strategy = self._strategy()
+        if strategy is not None:
+            strategy._refuse_plain_step(optimizer)
 
 
 def _flatten(tensors: list[torch.Tensor]) -> torch.Tensor:

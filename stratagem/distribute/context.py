@@ -1,10 +1,8 @@
-"""What is in force now: the strategies entered with ``scope()``, the step's global batch, the replica context.
+"""What is in force now: the strategies entered with ``scope()`` and the replica context.
 
 Nothing else in stratagem keeps mutable module state. The bottom of the stack
-is the default strategy (a ``OneDeviceStrategy`` made on first use). The
-global batch size of the step being run is set by ``fit``'s loop around each
-``train_step``, from the batch itself, so the loss is divided by every
-replica's examples (``compute_average_loss``, ``Model.compute_loss``). Inside
+is the default strategy (a ``OneDeviceStrategy`` made on first use). What a
+step needs (its global batch size) travels as arguments, not through here. Inside
 ``strategy.run`` the code is in that strategy's replica context (TF's words):
 Keras optimizers then sum gradients across replicas, and Keras metrics read there
 give this replica's value (``stratagem.models.keras_internals``).
@@ -24,7 +22,6 @@ if TYPE_CHECKING:
     from stratagem.distribute.values import ReplicaContext
 
 _lock = threading.Lock()
-_global_batch_size: contextvars.ContextVar[int | None] = contextvars.ContextVar("global_batch_size", default=None)
 # The strategy whose run() is calling the code now (TF's replica context), else None (cross-replica context).
 _replica_strategy: contextvars.ContextVar[Strategy | None] = contextvars.ContextVar("replica_strategy", default=None)
 _stack: list[Strategy] = []
@@ -92,21 +89,6 @@ def _default_strategy() -> Strategy:
 
             _default = OneDeviceStrategy()
         return _default
-
-
-@contextlib.contextmanager
-def global_batch(size: int) -> Iterator[None]:
-    """Within this block, the step's batch holds ``size`` examples over all replicas."""
-    token = _global_batch_size.set(int(size))
-    try:
-        yield
-    finally:
-        _global_batch_size.reset(token)
-
-
-def global_batch_size() -> int | None:
-    """The global batch size of the step being run by ``fit``, or None outside one."""
-    return _global_batch_size.get()
 
 
 @contextlib.contextmanager

@@ -118,16 +118,18 @@ class DistributedDataset:
     def __iter__(self) -> DistributedIterator:
         return self.iterator()
 
-    def iterator(self, epoch: int | None = None) -> DistributedIterator:
+    def iterator(self, epoch: int | None = None, *, seed: int | None = None) -> DistributedIterator:
         """A new iterator; ``epoch`` (default: the next one) picks the epoch's shuffle order.
 
         ``fit`` passes its own epoch number, so a restarted job shuffles epoch
-        k as the uninterrupted job did, however many iterators it made before.
+        k as the uninterrupted job did, however many iterators it made before,
+        and the seed its replicas agreed (``seed``, the same on every replica;
+        default: the ``seed`` attribute, else one agreed now).
         """
         if epoch is None:
             epoch = self._epoch
         self._epoch = epoch + 1
-        return DistributedIterator(self, epoch)
+        return DistributedIterator(self, epoch, seed)
 
     def __len__(self) -> int:
         return len(self._dataset)  # type: ignore[arg-type]
@@ -157,9 +159,9 @@ class DistributedDataset:
 class DistributedIterator:
     """This replica's batches, with ``get_state``/``set_state`` for Datasets."""
 
-    def __init__(self, source: DistributedDataset, epoch: int) -> None:
+    def __init__(self, source: DistributedDataset, epoch: int, seed: int | None = None) -> None:
         self._source = source
-        self._impl = _make_impl(source, epoch)
+        self._impl = _make_impl(source, epoch, seed)
 
     def __iter__(self) -> DistributedIterator:
         return self
@@ -190,15 +192,15 @@ class DistributedIterator:
         self._impl.close()
 
 
-def _make_impl(source: DistributedDataset, epoch: int) -> Any:
+def _make_impl(source: DistributedDataset, epoch: int, seed: int | None) -> Any:
     data, ctx, strategy = source._dataset, source._context, source._strategy
     if not isinstance(data, Dataset):
         return _Walk(iter(data), ctx, split=source._split)
-    if source.seed is None:
+    if seed is None and source.seed is None:
         # Agreed once (a collective, so every replica iterates in step), then reused:
         # later epochs differ by epoch number, as in a single process.
         source.seed = shared_seed(strategy)
-    seed = source.seed
+    seed = seed if seed is not None else int(source.seed or 0)
     if not source._split:
         return _Walk(data.iterator(seed=seed, epoch=epoch), ctx, split=False)
     policy = resolve_policy(data)

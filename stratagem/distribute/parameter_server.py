@@ -58,7 +58,7 @@ class StepContext:
     """The scheduled step a worker is running: its id (servers apply it once) and the versions it pulled."""
 
     step_id: int
-    versions: dict[str, int] = field(default_factory=dict)
+    versions: dict[int, int] = field(default_factory=dict)  # server index -> its version at the pull
 
 
 class ParameterServerStrategy(Strategy):
@@ -204,8 +204,8 @@ class ParameterServerStrategy(Strategy):
     def _all_reduce(self, tensor: torch.Tensor, op: ReduceOp) -> torch.Tensor:
         return tensor  # one replica per step: nothing to combine
 
-    @override
-    def _check_can_run(self) -> None:
+    def check_can_run(self) -> None:
+        """Raises unless a ``ClusterCoordinator`` schedules this strategy's steps (``NeedsCoordinator``)."""
         if self.cluster_coordinator is not None:
             return
         # As TF: without a coordinator a step would run on the chief alone, on its local copy, and

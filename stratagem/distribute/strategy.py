@@ -19,7 +19,8 @@ from torch import nn
 
 from stratagem._nest import map_structure
 from stratagem.distribute import context
-from stratagem.distribute.capabilities import AppliesUpdates
+from stratagem.distribute.capabilities import AgreesThroughStore, AppliesUpdates, DistributedOptimizer, NeedsCoordinator
+from stratagem.distribute.cluster import ClusterResolver
 from stratagem.distribute.input_context import InputContext
 from stratagem.distribute.input_lib import DistributedDataset, InputOptions, check_input_options
 from stratagem.distribute.values import PerReplica, ReduceOp, unwrap
@@ -35,7 +36,7 @@ class Strategy(abc.ABC):
     ``strategy.scope()``; ``Model.fit`` then trains on every replica.
     """
 
-    def __init__(self, *, cluster_resolver: Any | None = None) -> None:
+    def __init__(self, *, cluster_resolver: ClusterResolver | None = None) -> None:
         self._cluster_resolver = cluster_resolver
         self._num_replicas = 1
         self._replica_id = 0
@@ -52,7 +53,7 @@ class Strategy(abc.ABC):
         return self._num_replicas
 
     @property
-    def cluster_resolver(self) -> Any | None:
+    def cluster_resolver(self) -> ClusterResolver | None:
         """The ``ClusterResolver`` this strategy was built from, if any."""
         return self._cluster_resolver
 
@@ -98,7 +99,8 @@ class Strategy(abc.ABC):
         this strategy's replica context: ``get_strategy()`` returns it, and a Keras
         optimizer's ``apply_gradients`` sums the gradients across replicas, as in TF.
         """
-        self._check_can_run()
+        if isinstance(self, NeedsCoordinator):
+            self.check_can_run()  # steps run where a coordinator schedules them (ParameterServer)
         args = tuple(a.value if isinstance(a, PerReplica) else a for a in args)
         kwargs = {k: (v.value if isinstance(v, PerReplica) else v) for k, v in (kwargs or {}).items()}
         with context.replica_context(self):
@@ -199,9 +201,15 @@ class Strategy(abc.ABC):
         """
         if self._num_replicas == 1:
             return list(flags)
-        return self._any_replica(list(flags))
+        if isinstance(self, AgreesThroughStore):
+            agreed = self.agree_through_store(list(flags))
+            if agreed is not None:
+                return agreed
+        bits = torch.tensor([float(flag) for flag in flags], device=self._device)
+        return [bool(value) for value in self._all_reduce(bits, ReduceOp.MAX).tolist()]
 
-    def experimental_distribute_dataset(self, dataset: Iterable[Any], options: InputOptions | None = None) -> Any:
+    def experimental_distribute_dataset(self, dataset: Iterable[Any],
+                                        options: InputOptions | None = None) -> DistributedDataset:
         """Splits each global batch of ``dataset`` into this replica's share.
 
         Every process iterates the same global batches (the ``DATA`` auto-shard
@@ -211,7 +219,8 @@ class Strategy(abc.ABC):
         return DistributedDataset(dataset, input_context=self._input_context(), split_batches=True, strategy=self,
                                   options=check_input_options(options))
 
-    def distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], Iterable[Any]], options: InputOptions | None = None) -> Any:
+    def distribute_datasets_from_function(self, dataset_fn: Callable[[InputContext], Iterable[Any]],
+                                          options: InputOptions | None = None) -> DistributedDataset:
         """Calls ``dataset_fn(input_context)`` to build this replica's own pipeline.
 
         The function's dataset must already yield per-replica batches; use
@@ -231,7 +240,7 @@ class Strategy(abc.ABC):
         """
         return self._wrap_module(module)
 
-    def distribute_optimizer(self, optimizer: torch.optim.Optimizer) -> Any:
+    def distribute_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer | DistributedOptimizer:
         """Returns ``optimizer`` as this strategy steps it, for custom training loops.
 
         Under the all-reduce strategies gradients are already summed in backward,
@@ -262,14 +271,6 @@ class Strategy(abc.ABC):
     @abc.abstractmethod
     def _input_context(self) -> InputContext:
         """The ``InputContext`` of this process's input pipeline."""
-
-    def _any_replica(self, flags: list[bool]) -> list[bool]:
-        """``any_replica`` for several replicas; by default one small all-reduce."""
-        bits = torch.tensor([float(flag) for flag in flags], device=self._device)
-        return [bool(value) for value in self._all_reduce(bits, ReduceOp.MAX).tolist()]
-
-    def _check_can_run(self) -> None:
-        """Raises where ``run`` cannot run a step on this process (ParameterServer without a coordinator)."""
 
     def _is_chief(self) -> bool:
         return self._replica_id == 0

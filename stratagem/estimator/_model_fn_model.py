@@ -1,7 +1,9 @@
 """``ModelFnModel``: a ``Model`` whose steps call an Estimator ``model_fn``, so ``fit``/``evaluate`` drive it.
 
-The ``model_fn`` runs the module itself (not through DDP's wrapper), so
-gradients are averaged here, in one all-reduce per step, after backward.
+In TRAIN mode ``model_fn`` runs inside the forward of the module the strategy
+wrapped (DDP), so its gradients are synced as ``fit``'s are, with fit's rule:
+each replica's loss weighs its rows over the step's global batch, and the
+gradients are summed.
 """
 
 from __future__ import annotations
@@ -60,46 +62,51 @@ class ModelFnModel(Model):
         features, labels = self._to_device(features), self._to_device(labels)
         return call_model_fn(self._model_fn, features, labels, mode, self._params, self._config), features
 
-    def train_step(self, data: Any) -> None:
-        assert self.optimizer is not None
-        self.optimizer.zero_grad()
-        spec, _ = self._spec(data, ModeKeys.TRAIN)
+    def train_step(self, data: Any, *, global_batch_size: int | None = None) -> None:
+        """One step of ``model_fn`` in TRAIN mode, with fit's gradient rule.
+
+        Each replica's loss (``model_fn``'s batch mean) is weighted by its rows over the step's
+        global batch, and the strategy sums the gradients in backward (DDP, through the module
+        ``compile`` wrapped: ``model_fn`` runs inside its forward), so N replicas update as one
+        does on their rows together, also when the last batches differ in size.
+        """
+        step = self._gradient_step
+        assert step is not None and self._train_module is not None
+        features, labels, _ = unpack(data)
+        rows = int(torch.as_tensor(_first_tensor(features)).shape[0])
+        with step.forward():  # gradients cleared, autocast, DDP's no_sync between accumulated updates
+            spec = self._train_module(self._to_device(features), self._to_device(labels))
         if spec.loss is None:
             raise ValueError("In TRAIN mode model_fn must return EstimatorSpec(loss=...). Received: loss=None")
-        spec.loss.backward()
-        self._average_gradients()
-        self._updater.step()
-        self._track_loss(spec.loss, data)
+        global_rows = self._step_rows(rows)
+        step.minimize(spec.loss * (rows / global_rows))
+        self._track_loss(spec.loss, rows, global_rows)
 
-    def _average_gradients(self) -> None:
+    def _step_module(self) -> nn.Module:
+        # What the strategy wraps: model_fn's TRAIN call, so a forward through the wrap (DDP) runs model_fn and
+        # backward syncs the scaffold's gradients the way fit's do.
+        return _ModelFnCall(self.module, self._model_fn, self._params, self._config)
+
+    def _step_rows(self, rows: int) -> int:
+        """The step's rows over every replica: an input_fn gives each replica its own batches, whose sizes may differ."""
         strategy = self.distribute_strategy
         if strategy.num_replicas_in_sync == 1:
-            return
-        # NOTE: model_fn calls the module directly, so DDP's hooks (armed only by a forward
-        # through its wrapper) stay idle: the average is taken here, flat, in one collective.
-        # Mean, not sum: model_fn's loss is its batch mean, as TF's optimizers rescale it.
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.module.parameters()
-                 if p.requires_grad]
-        if not grads:
-            return
-        flat = strategy.reduce("mean", torch.cat([g.reshape(-1) for g in grads]), axis=None)
-        offset = 0
-        for param in (p for p in self.module.parameters() if p.requires_grad):
-            size = param.numel()
-            param.grad = flat[offset:offset + size].view_as(param).clone()
-            offset += size
+            return rows
+        # NOTE: one small all-reduce per step. Per-replica batches do not say the global batch (the last
+        # ones of a pipeline can be short on one replica only), and fit's rule needs it exactly.
+        count = torch.tensor(float(rows), dtype=torch.float64, device=strategy.device)
+        return int(strategy.reduce("sum", count, axis=None).item())
 
-    def _track_loss(self, loss: torch.Tensor, data: Any) -> None:
-        rows = int(torch.as_tensor(_first_tensor(data)).shape[0])
-        global_batch = self._global_batch_size(rows)
+    def _track_loss(self, loss: torch.Tensor, rows: int, global_rows: int) -> None:
         # The logged loss tracker takes this replica's share of the global-batch loss.
-        share = loss.detach() * rows / global_batch
-        self._require_compiled().loss_tracker.update_step(share, global_batch, rows)
+        share = loss.detach() * rows / global_rows
+        self._require_compiled().loss_tracker.update_step(share, global_rows, rows)
 
-    def test_step(self, data: Any) -> None:
+    def test_step(self, data: Any, *, global_batch_size: int | None = None) -> None:
         spec, _ = self._spec(data, ModeKeys.EVAL)
         if spec.loss is not None:
-            self._track_loss(spec.loss, data)
+            rows = int(torch.as_tensor(_first_tensor(data)).shape[0])
+            self._track_loss(spec.loss, rows, global_batch_size or rows * self.distribute_strategy.num_replicas_in_sync)
         for name, metric in (spec.eval_metric_ops or {}).items():
             kept = self._eval_metrics.setdefault(name, metric)
             if kept is not metric:  # a fresh metric per call: add its sums into the first one
@@ -125,6 +132,24 @@ class ModelFnModel(Model):
             value = strategy.metric_result(metric) if strategy is not None else metric.result()
             results[name] = float(value) if value.numel() == 1 else value.tolist()
         return results
+
+
+class _ModelFnCall(nn.Module):
+    """``model_fn`` in TRAIN mode as a module over its scaffold, for the strategy to wrap (DDP)."""
+
+    def __init__(self, scaffold: nn.Module, model_fn: Callable[..., Any], params: Any, config: Any) -> None:
+        super().__init__()
+        self.scaffold = scaffold
+        self._model_fn, self._params, self._config = model_fn, params, config
+
+    def forward(self, features: Any, labels: Any) -> EstimatorSpec:
+        spec = call_model_fn(self._model_fn, features, labels, ModeKeys.TRAIN, self._params, self._config)
+        if spec.scaffold is not self.scaffold:
+            raise ValueError(
+                "model_fn must return the same scaffold module at every call: the Estimator trains, checkpoints "
+                "and synchronises the module of its first call. Build the module once, outside model_fn. "
+                f"Received: a new {type(spec.scaffold).__name__}")
+        return spec
 
 
 def _first_tensor(data: Any) -> Any:

@@ -64,8 +64,9 @@ class DataAdapter:
             self.source = strategy.experimental_distribute_dataset(data)
         else:  # this process alone, over all the data
             self.source = DistributedDataset(data, input_context=InputContext(), split_batches=True, seed=seed)
-        if self.source.seed is None:
-            self.source.seed = seed  # agreed by the caller, so iterating needs no collective
+        # The dataset's own seed, else the one the caller agreed: passed to each epoch's iterator, so iterating
+        # needs no collective.
+        self.seed = self.source.seed if self.source.seed is not None else seed
         self.num_samples, self.batch_size = num_samples, batch_size
         # A generator or other iterator gives one pass only; a Dataset, a list or arrays start another.
         self.one_shot = isinstance(data, Iterator)
@@ -78,15 +79,15 @@ class DataAdapter:
 
     def position(self) -> dict[str, Any]:
         """The distributed iterator's state (Datasets only) and the agreed shuffle seed."""
-        return {"seed": self.source.seed, "iterator": self._state}
+        return {"seed": self.seed, "iterator": self._state}
 
     def restore(self, position: dict[str, Any]) -> None:
         if position.get("seed") is not None:
-            self.source.seed = int(position["seed"])
+            self.seed = int(position["seed"])
 
     def epoch(self, epoch: int, resume: dict[str, Any] | None = None) -> Iterator[Batch]:
         # Made here, on the training thread: making it may agree on a seed, a collective.
-        iterator = self.source.iterator(epoch=epoch)
+        iterator = self.source.iterator(epoch=epoch, seed=self.seed)
         if resume is not None and resume.get("iterator") is not None:
             iterator.set_state(resume["iterator"])
         self._state = _state_of(iterator)

@@ -10,18 +10,21 @@ another is a hang waiting to happen.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from stratagem._process import keep_freed_memory
 from stratagem.callbacks import CallbackList, History
-from stratagem.distribute import context
 from stratagem.models.data_adapter import Batch, DataAdapter
 from stratagem.models.fit_state import FitState
-from stratagem.models.runners import LocalLogs, Logs, Validate
+from stratagem.distribute.strategy import Strategy
+from stratagem.models.runners import LocalLogs, Logs, Runner, Validate, step_function
 
-def fit(model: Any, runner: Any, *, state: FitState, epochs: int, callbacks: CallbackList, history: History,
+if TYPE_CHECKING:  # model.py imports this module
+    from stratagem.models.model import Model
+
+def fit(model: Model, runner: Runner, *, state: FitState, epochs: int, callbacks: CallbackList, history: History,
         validate: Validate | None, validation_freq: int) -> History:
     model.stop_training = False
     keep_freed_memory()  # steps re-allocate the same large tensors: reuse them, no page faults
@@ -42,15 +45,15 @@ def fit(model: Any, runner: Any, *, state: FitState, epochs: int, callbacks: Cal
     return history
 
 
-def evaluate(model: Any, data: DataAdapter, *, steps: int | None, callbacks: CallbackList | None) -> dict[str, float]:
+def evaluate(model: Model, data: DataAdapter, *, steps: int | None, callbacks: CallbackList | None) -> dict[str, float]:
     model.reset_metrics()
     model.module.eval()
     _call(callbacks, "on_test_begin", None)
+    test_step = step_function(model.test_step)
     with torch.no_grad():
         for step, (batch, global_batch_size, _) in enumerate(_take(data.epoch(0), steps)):
             _call(callbacks, "on_test_batch_begin", step, None)
-            with context.global_batch(global_batch_size):
-                model.test_step(batch)
+            test_step(batch, global_batch_size)
             logs = LocalLogs(model)
             _call(callbacks, "on_test_batch_end", step, logs)
             logs.settle()
@@ -59,7 +62,7 @@ def evaluate(model: Any, data: DataAdapter, *, steps: int | None, callbacks: Cal
     return results
 
 
-def predict(model: Any, data: DataAdapter, *, steps: int | None, callbacks: CallbackList | None) -> Any:
+def predict(model: Model, data: DataAdapter, *, steps: int | None, callbacks: CallbackList | None) -> Any:
     model.module.eval()
     outputs: list[Any] = []
     positions: list[torch.Tensor] = []
@@ -74,7 +77,7 @@ def predict(model: Any, data: DataAdapter, *, steps: int | None, callbacks: Call
     return _gather_in_order(model.distribute_strategy, outputs, positions)
 
 
-def _gather_in_order(strategy: Any, outputs: list[Any], positions: list[torch.Tensor]) -> Any:
+def _gather_in_order(strategy: Strategy, outputs: list[Any], positions: list[torch.Tensor]) -> Any:
     """Collects every replica's predictions and puts them back in input order."""
     if not outputs:
         raise ValueError("predict received no batches: the input is empty")

@@ -19,9 +19,11 @@ from torch import nn
 
 from stratagem._nest import map_structure
 from stratagem._torch_internals import foreach
-from stratagem.distribute.capabilities import SchedulesSteps, SupportsNoSync
+from stratagem.distribute.capabilities import DistributedOptimizer, SchedulesSteps, SupportsNoSync
+from stratagem.distribute.strategy import Strategy
 from stratagem.errors import ConfigurationError
 from stratagem.mixed_precision import DTypePolicy, LossScaleOptimizer
+from stratagem.optimizers import Optimizer
 
 __all__ = ["GradientStep", "in_float32"]
 
@@ -37,12 +39,18 @@ class GradientStep:
         policy: The model's dtype policy.
     """
 
-    def __init__(self, strategy: Any, optimizer: Any, updater: Any, sync_module: nn.Module, policy: DTypePolicy) -> None:
+    def __init__(self, strategy: Strategy, optimizer: Optimizer, updater: torch.optim.Optimizer | DistributedOptimizer,
+                 sync_module: nn.Module, policy: DTypePolicy) -> None:
         self._strategy, self._optimizer, self._updater = strategy, optimizer, updater
         self._sync_module, self._policy = sync_module, policy
         self._steps = optimizer.gradient_accumulation_steps or 1
         self._scaler = optimizer if isinstance(optimizer, LossScaleOptimizer) else None
         self._micro_step = 0  # micro-steps accumulated since the last update
+        # NOTE: DDP's backward leaves every replica the same all-reduced gradients (the same bits: each
+        # replica receives the one reduced buffer), so each finds the same inf/NaN and decides alike
+        # with no collective. Only where gradients can still differ after backward must replicas agree.
+        self._gradients_may_differ = (strategy.num_replicas_in_sync > 1
+                                      and not isinstance(sync_module, nn.parallel.DistributedDataParallel))
         if self._steps > 1 and isinstance(strategy, SchedulesSteps):
             # NOTE: consecutive steps of a coordinator run on different workers, so no worker holds k of them.
             raise ConfigurationError(
@@ -80,9 +88,9 @@ class GradientStep:
             self._updater.step()  # the strategy's update: local, on the chief, or on the servers
             return
         found_inf = self._scaler.unscale(divisor=float(self._steps))
-        if self._strategy.num_replicas_in_sync > 1:
-            # Under DDP every replica holds the same summed gradients already; a strategy that sums in its
-            # step (CentralStorage) checked only its own, so the replicas agree here: all skip or none.
+        if self._gradients_may_differ:
+            # A strategy that sums in its step (CentralStorage) or shards gradients checked only this
+            # replica's, so the replicas agree here: all skip or none (one small all-reduce per update).
             found_inf = self._strategy.reduce("max", found_inf.to(self._strategy.device), axis=None)
         finite = not bool(found_inf.item())
         if finite:
@@ -97,5 +105,6 @@ def in_float32(outputs: Any) -> Any:
         outputs)
 
 
-def _gradients(optimizer: Any) -> list[torch.Tensor]:
-    return [p.grad for group in optimizer.torch_optimizer.param_groups for p in group["params"] if p.grad is not None]
+def _gradients(optimizer: Optimizer) -> list[torch.Tensor]:
+    groups = optimizer.torch_optimizer.param_groups if optimizer.torch_optimizer is not None else []
+    return [p.grad for group in groups for p in group["params"] if p.grad is not None]

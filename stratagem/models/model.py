@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -19,26 +19,26 @@ from torch import nn
 
 from stratagem import mixed_precision
 from stratagem import optimizers as optimizers_lib
-from stratagem._nest import map_structure
+from stratagem._nest import batch_size_of, map_structure
 from stratagem.callbacks import Callback, CallbackList, History, ProgbarLogger
 from stratagem.callbacks.backup_and_restore import BackupAndRestore
 from stratagem.callbacks.keras_callback import KerasCallback, is_keras_callback
 from stratagem.data.ops.shuffle import mix_seed
 from stratagem.distribute import context
-from stratagem.distribute.capabilities import SchedulesSteps, ShardsVariables
+from stratagem.distribute.capabilities import DistributedOptimizer, SchedulesSteps, ShardsVariables
 from stratagem.distribute.input_lib import shared_seed
 from stratagem.distribute.strategy import Strategy
 from stratagem.models import fit_loop, keras_saving
 from stratagem.models.compile_utils import CompiledLoss, CompiledMetrics
 from stratagem.models.data_adapter import (
-    EpochFeeder, cast_inputs, check_bounded, make_adapter, split_and_weight, unpack, worker_stream,
+    cast_inputs, check_bounded, make_adapter, split_and_weight, unpack,
 )
 from stratagem.models.fit_arguments import check_fit_arguments
 from stratagem.models.fit_state import FitState
 from stratagem.models.gradient_step import GradientStep, in_float32
 from stratagem.models.keras_compile import from_keras
 from stratagem.models.keras_model import KerasModule, is_keras_layer
-from stratagem.models.runners import CoordinatedRunner, LocalRunner
+from stratagem.models.runners import FitInput, make_runner
 
 
 class Model:
@@ -60,8 +60,8 @@ class Model:
 
     def __init__(self, module: nn.Module, *, name: str | None = None) -> None:
         if is_keras_layer(module):  # a Keras 3 model: its torch view, each weight once (keras_model.py)
-            module = KerasModule(module)
-            name = name or module.keras_model.name
+            keras_module = KerasModule(module)
+            module, name = keras_module, name or str(keras_module.keras_model.name)
         if not isinstance(module, nn.Module):
             raise TypeError(f"Model wraps a torch.nn.Module. Received: module of type {type(module).__name__}")
         self.module = module
@@ -75,7 +75,8 @@ class Model:
         self.history: History | None = None
         self.input_wait_fraction = 0.0  # share of the last epoch spent waiting for input (see runners)
         self._input_spec: Any = None  # shapes/dtypes of the first x seen; save() exports with them
-        self._updater: Any = None  # the optimizer as the strategy steps it (distribute_optimizer)
+        # The optimizer as the strategy steps it (distribute_optimizer).
+        self._updater: torch.optim.Optimizer | DistributedOptimizer | None = None
         self._gradient_step: GradientStep | None = None  # autocast, loss scaling, accumulation (compile)
         self._forward: Any = self.module  # what test/predict steps call: torch.compile'd with jit_compile=True
         self.dtype_policy = mixed_precision.global_policy()  # read when built, as Keras layers do
@@ -133,7 +134,7 @@ class Model:
         optimizer, loss, metrics, weighted_metrics = from_keras(optimizer, loss, metrics, weighted_metrics)
         self.compiled_loss = CompiledLoss(loss) if loss is not None else None
         self.compiled_metrics = CompiledMetrics(list(metrics or []), list(weighted_metrics or []))
-        self._train_module = self._strategy.distribute_module(self.module)
+        self._train_module = self._strategy.distribute_module(self._step_module())
         if steps_per_execution != 1:
             raise ValueError(
                 "`steps_per_execution` must be 1 with the PyTorch backend, as in Keras 3 (each step is one Python call "
@@ -152,15 +153,21 @@ class Model:
                                            self.dtype_policy)
         self._forward = self.module
         if jit_compile is True:  # Keras 3's torch backend: torch.compile; "auto" means eager there
-            self._train_module, self._forward = torch.compile(self._train_module), torch.compile(self.module)
+            self._train_module = cast(nn.Module, torch.compile(self._train_module))
+            self._forward = torch.compile(self.module)
         # NOTE: one small collective here rather than one per fit: every fit's shuffle
         # seed derives from this one, which every replica holds. Drawn from torch's
         # RNG, so torch.manual_seed before compile makes the shuffles reproducible.
         self._seed = shared_seed(self._strategy)
 
     # ---- steps (override as in Keras) --------------------------------------------
-    def train_step(self, data: Any) -> None:
-        """One optimisation step on this replica's share of a global batch."""
+    def train_step(self, data: Any, *, global_batch_size: int | None = None) -> None:
+        """One optimisation step on this replica's share of a global batch.
+
+        ``fit`` passes ``global_batch_size``, the step's examples over every replica, to an override
+        that declares the argument (Keras' ``train_step(self, data)`` gets ``data`` alone, and its
+        loss divides by this replica's rows times ``num_replicas_in_sync``, TF's rule).
+        """
         x, y, sample_weight = unpack(data)
         assert self.optimizer is not None and self._train_module is not None
         x, y, sample_weight = self._to_device(x), self._to_device(y), self._to_device(sample_weight)
@@ -170,22 +177,24 @@ class Model:
         assert step is not None
         with step.forward():  # autocast under a mixed policy; DDP's no_sync between accumulated updates
             y_pred = in_float32(self._train_module(x))
-        loss = self.compute_loss(x, y, y_pred, sample_weight)
+        global_batch_size = global_batch_size or self._rows_times_replicas(y_pred)
+        loss = self.compute_loss(x, y, y_pred, sample_weight, global_batch_size=global_batch_size)
         step.minimize(loss)  # backward (DDP sums gradients across replicas), then the strategy's update
         # Keras 3 logs the loss it trains on (this replica's share of it, summed on read).
-        self._require_compiled().update(y, y_pred, sample_weight, loss, self._global_batch_size(y_pred.shape[0]))
+        self._require_compiled().update(y, y_pred, sample_weight, loss, global_batch_size)
 
-    def test_step(self, data: Any) -> None:
-        """Updates the loss and metrics on one batch, without training."""
+    def test_step(self, data: Any, *, global_batch_size: int | None = None) -> None:
+        """Updates the loss and metrics on one batch, without training (``global_batch_size`` as in ``train_step``)."""
         x, y, sample_weight = (self._to_device(v) for v in unpack(data))
         x = cast_inputs(x, self.module)  # integer inputs as floats, as tf.keras casts to its Input's dtype
         self._record_input_spec(x)
         with self.dtype_policy.autocast(self._strategy.device):
             y_pred = in_float32(self._forward(x))
         loss = None
+        global_batch_size = global_batch_size or self._rows_times_replicas(y_pred)
         if self.compiled_loss is not None and y is not None:  # Keras 3 logs what compute_loss returns
-            loss = self.compute_loss(x, y, y_pred, sample_weight, training=False)
-        self._require_compiled().update(y, y_pred, sample_weight, loss, self._global_batch_size(y_pred.shape[0]))
+            loss = self.compute_loss(x, y, y_pred, sample_weight, training=False, global_batch_size=global_batch_size)
+        self._require_compiled().update(y, y_pred, sample_weight, loss, global_batch_size)
 
     def predict_step(self, data: Any) -> Any:
         """Returns the module's outputs on one batch."""
@@ -196,22 +205,27 @@ class Model:
             return in_float32(self._forward(cast_inputs(self._to_device(x), self.module)))
 
     def compute_loss(self, x: Any = None, y: Any = None, y_pred: Any = None, sample_weight: Any = None,
-                     training: bool = True) -> torch.Tensor:
+                     training: bool = True, *, global_batch_size: int | None = None) -> torch.Tensor:
         """The loss to back-propagate on this replica: ``sum(sample_weight * loss) / global_batch_size``.
 
-        The global batch is every replica's examples of the step: inside ``fit``
-        the batch says how many; elsewhere (``strategy.run(model.train_step, ...)``)
-        it is this replica's batch times ``num_replicas_in_sync``. The strategy
-        sums gradients, so N replicas update as one would on the global batch.
+        ``global_batch_size`` is every replica's examples of the step: ``fit``
+        passes what the batch says (``train_step``'s argument); without it
+        (``strategy.run(model.train_step, ...)``) it is this replica's rows
+        times ``num_replicas_in_sync``. The strategy sums gradients, so N
+        replicas update as one would on the global batch.
         """
         if self.compiled_loss is None:
             raise RuntimeError("No loss: pass loss= to compile(), or override train_step.")
         per_example = self.compiled_loss.per_example(y, y_pred)
-        return CompiledLoss.scale(per_example, sample_weight, self._global_batch_size(per_example.shape[0]))
+        return CompiledLoss.scale(per_example, sample_weight,
+                                  global_batch_size or per_example.shape[0] * self._strategy.num_replicas_in_sync)
 
-    def _global_batch_size(self, rows: int) -> int:
-        size = context.global_batch_size()
-        return size if size is not None else rows * self._strategy.num_replicas_in_sync
+    def _rows_times_replicas(self, y_pred: Any) -> int:
+        return int(batch_size_of(y_pred)) * self._strategy.num_replicas_in_sync
+
+    def _step_module(self) -> nn.Module:
+        """The module the strategy wraps for ``train_step`` (DDP): the model's own."""
+        return self.module
 
     # ---- fit / evaluate / predict -----------------------------------------------
     def fit(self, x: Any = None, y: Any = None, batch_size: int | None = None, epochs: int = 1, verbose: int | str = "auto",
@@ -249,24 +263,17 @@ class Model:
             check_bounded(validation_data, steps=validation_steps, steps_name="validation_steps")
         self._fits += 1
         seed = mix_seed(self._seed, self._fits) if shuffle else 0  # the same on every replica: no collective
-        if isinstance(self._strategy, SchedulesSteps):
-            feeder, batch_size_param = None, batch_size
-            runner: Any = _coordinated_runner(self, x, y, sample_weight, batch_size=batch_size, shuffle=shuffle,
-                                              steps_per_epoch=steps_per_epoch)
-            steps: int | None = steps_per_epoch
-            samples = None
-        else:
-            train = make_adapter(x, y, sample_weight, batch_size=batch_size, shuffle=shuffle, seed=seed,
-                                 strategy=self._strategy)
-            feeder = EpochFeeder(train, steps_per_epoch, epochs=epochs)
-            batch_size_param = getattr(train, "batch_size", None)
-            steps, samples = steps_per_epoch or train.steps, getattr(train, "num_samples", None)
-        state = FitState(feeder, epoch=initial_epoch)
         history = History()
-        callback_list = self._callback_list(callbacks, history, verbose, state, epochs=epochs, steps=steps,
-                                            batch_size=batch_size_param, samples=samples)
-        if feeder is not None:
-            runner = LocalRunner(self, feeder, callback_list)
+
+        def callback_list_for(state: FitState, params: dict[str, Any]) -> CallbackList:
+            return self._callback_list(callbacks, history, verbose, state, epochs=epochs, **params)
+
+        # NOTE: the strategy's capabilities pick how steps run (runners.make_runner): here, or where a
+        # coordinator schedules them; fit_loop.fit is the same loop for both.
+        runner, state, callback_list = make_runner(
+            self, FitInput(x, y, sample_weight, batch_size=batch_size, shuffle=shuffle, seed=seed,
+                           steps_per_epoch=steps_per_epoch, epochs=epochs, initial_epoch=initial_epoch),
+            callback_list_for)
         validate = None
         if validation_data is not None:
             vx, vy, vw = unpack(validation_data) if isinstance(validation_data, tuple) else (validation_data, None, None)
@@ -340,6 +347,8 @@ class Model:
         strategy shards the weights: they are gathered first). The write is atomic. A Keras
         model and a ``.weights.h5`` path: Keras's weights file (``keras_saving.py``).
         """
+        if self._strategy.is_chief:
+            self._runs_locally()  # a checkpoint mid-epoch under ParameterServerStrategy: the servers' values
         keras_model = keras_saving.keras_model_for(self.module, filepath, suffixes=(keras_saving.WEIGHTS_SUFFIX,))
         if keras_model is not None:
             self._check_whole_on_each_replica("save_weights to a Keras file")
@@ -420,6 +429,8 @@ class Model:
         if kwargs:
             raise ValueError(f"The following argument(s) are not supported: {sorted(kwargs)}. Received: {kwargs!r}")
         self._check_whole_on_each_replica("Model.save")
+        if self._strategy.is_chief:
+            self._runs_locally()  # a checkpoint mid-epoch under ParameterServerStrategy: the servers' values
         keras_model = keras_saving.keras_model_for(self.module, filepath, suffixes=keras_saving.MODEL_SUFFIXES)
         if keras_model is not None:
             keras_saving.save(keras_model, filepath, weights_only=False, overwrite=overwrite,
@@ -492,7 +503,7 @@ class Model:
         return map_structure(lambda t: t.to(device, non_blocking=True) if isinstance(t, torch.Tensor) else t, value)
 
     def _runs_locally(self) -> bool:
-        """Where steps are scheduled elsewhere, evaluate/predict run here over all the data, on current values."""
+        """Where steps are scheduled elsewhere, evaluate/predict/saves run here, on the servers' current values."""
         if isinstance(self._strategy, SchedulesSteps):
             self._strategy.pull_all()
             return True
@@ -513,17 +524,3 @@ class Model:
         items += backups
         state.callbacks = items
         return CallbackList(items, model=self, params={**params, "verbose": verbose}, fit_state=state)
-
-
-
-def _coordinated_runner(model: Model, x: Any, y: Any, sample_weight: Any, *, batch_size: int | None, shuffle: bool,
-                        steps_per_epoch: int | None) -> CoordinatedRunner:
-    from stratagem.errors import ConfigurationError
-
-    if steps_per_epoch is None or steps_per_epoch < 1:
-        raise ConfigurationError(
-            f"Model.fit with {type(model.distribute_strategy).__name__} needs steps_per_epoch: each worker reads its "
-            "data as an endless stream, so an epoch is a number of steps (as in TensorFlow). Pass steps_per_epoch=N. "
-            f"Received: steps_per_epoch={steps_per_epoch}")
-    stream = worker_stream(x, y, sample_weight, batch_size=batch_size or 32, shuffle=shuffle)
-    return CoordinatedRunner(model, stream, steps_per_epoch=steps_per_epoch)

@@ -6,6 +6,9 @@ a plain optimizer's step is refused, since nothing else sums the gradients.
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 import torch
@@ -54,11 +57,35 @@ def _custom_loop(strategy: stratagem.distribute.Strategy) -> dict:
     return {"plain_error": plain_error, "state": state_as_numpy(net)}
 
 
+def _hook_lifetime(world_size: int) -> dict:
+    """The plain-step guard is torch's process-wide hook: it must go when its strategy goes."""
+    from torch.optim.optimizer import _global_optimizer_pre_hooks  # torch 2.13: the process-wide step hooks
+
+    before = len(_global_optimizer_pre_hooks)
+    strategy = stratagem.distribute.CentralStorageStrategy(num_replicas=world_size)
+    net = strategy.distribute_module(torch.nn.Linear(2, 1))
+    during = len(_global_optimizer_pre_hooks)
+    alive = weakref.ref(strategy)
+    del strategy
+    gc.collect()
+    after_collect = len(_global_optimizer_pre_hooks)
+    plain = torch.optim.SGD(net.parameters(), lr=0.1)  # its strategy is gone: nothing refuses it now
+    net(torch.ones(1, 2)).sum().backward()
+    plain.step()
+    torn_down = stratagem.distribute.CentralStorageStrategy(num_replicas=world_size)
+    torn_down.distribute_module(torch.nn.Linear(2, 1))
+    with_second = len(_global_optimizer_pre_hooks)
+    torn_down._teardown()  # what exit runs (the harness owns the process group, so only the hook goes)
+    return {"before": before, "during": during, "collected": alive() is None, "after_collect": after_collect,
+            "with_second": with_second, "after_teardown": len(_global_optimizer_pre_hooks)}
+
+
 def _worker_central(rank: int, world_size: int) -> dict:
     central = stratagem.distribute.CentralStorageStrategy(num_replicas=world_size)
     with central.scope():
         results = {name: train_small_cnn(name) for name in OPTIMIZERS}
     results["custom_loop"] = _custom_loop(central)
+    results["hook"] = _hook_lifetime(world_size)
     # The same job, same process group, as MirroredStrategy: each replica keeps its own optimizer state.
     mirrored = stratagem.distribute.MirroredStrategy(num_replicas=world_size)
     with mirrored.scope():
@@ -105,3 +132,11 @@ def test_custom_loop_plain_step_raises_and_strategy_optimizer_matches_one_replic
         for name, expected in state_as_numpy(net).items():
             np.testing.assert_allclose(result["custom_loop"]["state"][name], expected, rtol=0, atol=1e-5,
                                        err_msg=f"rank {rank}, {name}")
+
+
+def test_plain_step_guard_is_removed_when_its_strategy_is_collected_or_torn_down(results: list[dict]) -> None:
+    for rank, result in enumerate(results):
+        hook = result["hook"]
+        assert hook["during"] == hook["before"] + 1 and hook["collected"], (rank, hook)
+        assert hook["after_collect"] == hook["before"], (rank, hook)
+        assert hook["with_second"] == hook["before"] + 1 and hook["after_teardown"] == hook["before"], (rank, hook)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import tempfile
 
+import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
@@ -118,3 +119,41 @@ def _worker_global_logs(rank: int, world_size: int) -> dict:
     model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[_WantsGlobalLogs()])
     torch.manual_seed(0)
     return {"gradient": counter.gradient, "other": counter.other}
+
+
+def _worker_mixed_float16(rank: int, world_size: int) -> dict:
+    from stratagem import mixed_precision
+
+    strategy = stratagem.distribute.MirroredStrategy(num_replicas=world_size)
+    mixed_precision.set_global_policy("mixed_float16")
+    try:
+        with strategy.scope():
+            model = stratagem.Model(small_cnn())
+            model.compile(optimizer="sgd", loss=stratagem.losses.SparseCategoricalCrossentropy(from_logits=True))
+    finally:
+        mixed_precision.set_global_policy("float32")
+    counter = _Counter()
+    counter.install()
+    windows = _EpochWindows(counter)
+    x, y = classification_data(80)
+    x[72, 0] = float("inf")  # the last step's rows 8-15 are replica 1's: only its gradients overflow
+    before = [w.copy() for w in model.get_weights()]
+    first = model.fit(x[:64], y[:64], batch_size=16, epochs=1, shuffle=False, callbacks=[windows])  # progress bar on
+    trained = [w.copy() for w in model.get_weights()]
+    history = model.fit(x[64:], y[64:], batch_size=16, epochs=1, verbose=0, shuffle=False)
+    return {"gradient": counter.gradient, "other": counter.other, "marks": windows.marks,
+            "moved": any(not np.array_equal(a, b) for a, b in zip(before, trained)),
+            "skipped_unchanged": all(np.array_equal(a, b) for a, b in zip(trained, model.get_weights())),
+            "skipped": history.history["skipped_steps"][-1] - first.history["skipped_steps"][-1]}
+
+
+def test_mixed_float16_under_ddp_adds_no_per_step_collective_and_every_replica_skips_an_overflow() -> None:
+    results = run_workers(_worker_mixed_float16, world_size=2, timeout_s=100)
+    for rank, result in enumerate(results):
+        marks = result["marks"]
+        assert marks[1][0] - marks[0][0] == 4, (rank, marks)  # four steps, one gradient all-reduce each
+        # Only the epoch's metric all-reduce: no found_inf agreement per step (DDP's sums are the same everywhere).
+        assert marks[1][1] - marks[0][1] <= 1, (rank, result["other"])
+        assert result["moved"], rank
+        # Replica 1's inf reached both replicas through DDP's sum: both skipped that update, with no agreement.
+        assert result["skipped_unchanged"] and result["skipped"] == 1.0, (rank, result)

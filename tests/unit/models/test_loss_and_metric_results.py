@@ -13,7 +13,6 @@ import torch
 from torch import nn
 
 import stratagem
-from stratagem.distribute import context
 from stratagem.distribute.input_context import InputContext
 from stratagem.distribute.strategy import Strategy
 from stratagem.metrics import Metric
@@ -104,5 +103,5 @@ def test_compute_loss_returns_the_loss_scaled_by_every_replicas_batch_outside_fi
     assert isinstance(loss, torch.Tensor) and loss.ndim == 0  # Keras 3 returns the loss, not a tuple
     # Outside fit: this replica's 3 examples of a global batch of 3 * 4, as strategy.run(train_step) needs.
     assert float(loss) == pytest.approx(3.0 / 12)
-    with context.global_batch(5):  # inside fit's step: the batch says how many examples the step has
-        assert float(model.compute_loss(None, y, y_pred)) == pytest.approx(3.0 / 5)
+    # Inside fit's step the batch says how many examples the step has, and the step passes it on.
+    assert float(model.compute_loss(None, y, y_pred, global_batch_size=5)) == pytest.approx(3.0 / 5)
