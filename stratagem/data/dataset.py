@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from stratagem._nest import map_structure
 from stratagem.data._structure import spec_of, stack, to_numpy
 from stratagem.data.iterator import DatasetIterator, IndexIterator, IterContext, Pending
 from stratagem.data.options import AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Options
@@ -89,8 +90,13 @@ class Dataset(abc.ABC):
         return self._make_iterator(IterContext(seed=seed, epoch=epoch))
 
     def as_numpy_iterator(self) -> Iterable[Any]:
-        """Iterates the elements as numpy arrays."""
-        return (to_numpy(element) for element in self)
+        """Iterates the elements as TF's ``as_numpy_iterator`` gives them, structure kept.
+
+        A 0-d leaf is a numpy scalar (``np.int64(3)``: hashable, so ``set(...)``
+        works), a 0-d string is Python ``bytes`` (``line.decode()``), and a
+        batch of strings an ``object`` array of ``bytes``; other leaves are arrays.
+        """
+        return (map_structure(_tf_numpy_leaf, to_numpy(element)) for element in self)
 
     def cardinality(self) -> int:
         """Number of elements, ``INFINITE_CARDINALITY`` (-1) or ``UNKNOWN_CARDINALITY`` (-2)."""
@@ -355,3 +361,12 @@ from stratagem.data.ops.take_skip import SkipDataset, TakeDataset  # noqa: E402
 from stratagem.data.ops.unbatch import UnbatchDataset  # noqa: E402
 from stratagem.data.ops.window import WindowDataset  # noqa: E402
 from stratagem.data.ops.zip import ZipDataset  # noqa: E402
+
+
+def _tf_numpy_leaf(leaf: Any) -> Any:
+    """One leaf of ``as_numpy_iterator`` as TF 2.21 gives it (checked against TF: scalars, bytes, object strings)."""
+    if not isinstance(leaf, np.ndarray):
+        return leaf  # bytes already
+    if leaf.dtype.kind == "S":  # strings are numpy bytes here; TF hands out Python bytes
+        return leaf.item() if leaf.ndim == 0 else leaf.astype(object)
+    return leaf[()] if leaf.ndim == 0 else leaf
