@@ -76,8 +76,8 @@ _LEADING_NAME = re.compile(r"[\w.]+")
 # The tests shorten runs through SEED_* variables (one line each; IMAGE_SIZE is read from SEED_IMAGE_SIZE).
 _KNOB = re.compile(r"SEED_|IMAGE_SIZE")
 # Seed lines that TensorFlow 2.21 (Keras 3) refuses too: assigning to options() (the seed's TF ignored it),
-# save_format (Keras 3 has none), and the feature key "input_1" (Keras 3 names a model's first input "input_layer").
-_TF_REFUSES = re.compile(r"\.options\(\)\.experimental_distribute\.auto_shard_policy = |save_format=|\"input_1\"")
+# and save_format (Keras 3 has none).
+_TF_REFUSES = re.compile(r"\.options\(\)\.experimental_distribute\.auto_shard_policy = |save_format=")
 _KINDS = ("import", "data", "tf2.21", "knob", "display", "other")
 _DATA_SOURCE = re.compile(r"tfds|kaggle|digits|num_examples|splits|weights=|applications|from_tensor_slices\(\(x_train\[")
 

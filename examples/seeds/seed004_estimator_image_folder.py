@@ -40,7 +40,7 @@ def input_fn(file_pattern, labels,
         image = tf.image.decode_jpeg(tf.read_file(filename), channels=3)
         image = tf.image.convert_image_dtype(image, dtype=tf.float32)
         image = tf.image.resize_images(image, size=image_size)
-        return ({"input_layer": image}, tf.one_hot(table.lookup(label), num_classes))
+        return ({"input_1": image}, tf.one_hot(table.lookup(label), num_classes))
     
     dataset = tf.data.Dataset.list_files(file_pattern, shuffle=shuffle)
 

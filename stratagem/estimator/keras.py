@@ -5,20 +5,30 @@ Estimator here makes a new ``Model`` over the same module for each strategy
 it runs under, compiled with copies of the given model's loss and metrics,
 so training goes through ``Model.train_step`` and the strategy's module wrap.
 The given model keeps its weights in step (the module is shared).
+A features dict reaches a Keras model's inputs by their names, as TF's
+``model_to_estimator`` fed them (``_input_order`` below).
 """
 
 from __future__ import annotations
 
 import copy
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
+from typing_extensions import override
+
+from stratagem.estimator._input import call_input_fn
 from stratagem.estimator.estimator import Estimator
 from stratagem.estimator.run_config import RunConfig
 from stratagem.estimator.specs import ModeKeys
 from stratagem.models import Model
-from stratagem.models.keras_model import imported_keras, is_keras_layer
+from stratagem.models.keras_model import KerasModule, imported_keras, is_keras_layer
+
+# Keras 3 names an unnamed Input "input_layer", "input_layer_1", ...; Keras 2 (TF's tf.keras up to 2.15, where
+# model_to_estimator lived) counted the same Inputs as "input_1", "input_2", ...
+_KERAS3_AUTO_INPUT = re.compile(r"input_layer(?:_(\d+))?")
 
 
 class _ModelEstimator(Estimator):
@@ -40,6 +50,64 @@ class _ModelEstimator(Estimator):
         model.compile(optimizer=optimizer, loss=loss, metrics=copy.deepcopy(compiled.unweighted),
                       weighted_metrics=copy.deepcopy(compiled.weighted))
         return model
+
+    @override
+    def _input(self, input_fn: Callable[..., Any], mode: ModeKeys, strategy: Any) -> Any:
+        order = _input_order(self._source.module)
+        if order is None:
+            return super()._input(input_fn, mode, strategy)
+
+        def by_name(features: Any, *rest: Any) -> Any:
+            inputs = _ordered_features(features, order)
+            # (inputs,) for features alone: a bare list of several inputs would read as (x, y).
+            return (inputs, *rest)
+
+        return strategy.distribute_datasets_from_function(
+            lambda context: call_input_fn(input_fn, context, mode=mode, params=self._params,
+                                          config=self._config).map(by_name))
+
+
+def _input_order(module: Any) -> list[tuple[str, ...]] | None:
+    """Each input's accepted feature keys, in the model's input order; None where a dict goes in unchanged.
+
+    A functional Keras model built on a list of inputs (or one) takes its
+    features dict by input layer name, TF's ``input_names`` rule. Keras 3
+    itself cannot: an unnamed ``Input`` is a layer "input_layer" whose tensor
+    is "keras_tensor", and ``Functional.call`` matches dict keys against the
+    tensor's name while its input check wants the layer's, so no dict passes.
+    An unnamed input also answers to the name Keras 2 gave it ("input_1" for
+    Keras 3's "input_layer"), the key TF-era scripts use.
+    """
+    keras_model = module.keras_model if isinstance(module, KerasModule) else None
+    try:
+        built_on_dict = isinstance(getattr(keras_model, "input", None), dict)
+    except ValueError:  # a layer with no single input
+        return None
+    specs = getattr(keras_model, "input_spec", None)  # a functional model's inputs, named by layer, in order
+    if built_on_dict or not isinstance(specs, list) or not specs or not all(spec.name for spec in specs):
+        return None  # Keras maps a dict itself (built on a dict), or the model has no named inputs (subclassed)
+    order: list[tuple[str, ...]] = []
+    for spec in specs:
+        auto = _KERAS3_AUTO_INPUT.fullmatch(spec.name)
+        order.append((spec.name, f"input_{int(auto.group(1) or 0) + 1}") if auto else (spec.name,))
+    return order
+
+
+def _ordered_features(features: Any, order: list[tuple[str, ...]]) -> Any:
+    """The model's inputs from a features dict (one tensor for a one-input model); anything else unchanged."""
+    if not isinstance(features, dict):
+        return features
+    inputs = []
+    for names in order:
+        found = [name for name in names if name in features]
+        if not found:
+            raise KeyError(
+                "The features dict has no entry for one of the Keras model's inputs; key each input by its layer "
+                f"name, as TF's model_to_estimator did. Expected keys: {[names[0] for names in order]} (an unnamed "
+                f"input also takes Keras 2's name, e.g. 'input_1'). Received: keys={sorted(features)}")
+        inputs.append(features[found[0]])
+    # A tuple: tf.data (and stratagem.data's map) makes a nested list one tensor.
+    return inputs[0] if len(inputs) == 1 else tuple(inputs)
 
 
 def model_to_estimator(keras_model: Any = None, keras_model_path: str | None = None, custom_objects: Any = None,

@@ -13,9 +13,6 @@ from tests.e2e._seed_examples import TIMEOUT_S, Case, check_case, keras_home, pa
 
 pytestmark = pytest.mark.e2e
 
-DICT_FEATURES_GAP = ("the Estimator passes the features dict {'input_layer': image} to a single-input functional model, "
-                     "which Keras 3 refuses; TF's model_to_estimator fed the model's inputs by name")
-
 CASES = [
     Case("seed004_estimator_fashion_mnist.py", "self2", {"SEED_STEPS": "40"}, r"'accuracy': ([\d.]+)", 0.80,
          "40 of the seed's 2,000 steps (0.896 on Fashion-MNIST); 2 replicas from num_gpus=2, 128 each",
@@ -30,8 +27,7 @@ CASES = [
                "image.resize_images", "one_hot", "data.Dataset.list_files", "contrib.data.shuffle_and_repeat",
                "contrib.data.map_and_batch", "nn.softmax", "train.AdamOptimizer",
                "contrib.distribute.MirroredStrategy", "estimator.RunConfig",
-               "keras.estimator.model_to_estimator"),
-         gap=DICT_FEATURES_GAP),
+               "keras.estimator.model_to_estimator")),
 ]
 
 
