@@ -97,5 +97,6 @@ def read_error_file(path: str) -> ErrorRecord | None:
     message = data.get("message") if isinstance(data, dict) else None
     if not isinstance(message, dict) or not isinstance(message.get("message"), str):
         return None
-    extra = message.get("extraInfo") if isinstance(message.get("extraInfo"), dict) else {}
-    return ErrorRecord(message["message"], str(extra.get("py_callstack", "")), written_ns)
+    extra = message.get("extraInfo")
+    callstack = extra.get("py_callstack", "") if isinstance(extra, dict) else ""
+    return ErrorRecord(message["message"], str(callstack), written_ns)
