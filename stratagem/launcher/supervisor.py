@@ -6,6 +6,18 @@ prefix. The first worker to fail stops the job: the others are terminated
 carries the failing rank, its exit code and the last lines of its stderr.
 Workers die with the supervisor (Linux ``PR_SET_PDEATHSIG``), so no orphan
 survives it, even when the supervisor itself is killed.
+
+NOTE: fixed-size jobs (``-n``, static ``--nnodes``, ``-H``) run here rather than
+on torch's elastic agent (``elastic.py``, for ``--nnodes MIN:MAX``), because
+the agent of torch 2.13 breaks promises this module keeps: its rendezvous
+store listens on every interface (``*:PORT``, static and c10d backends), its
+workers start in their own session without a parent-death signal (they
+outlive a SIGKILLed launcher), a failure or restart gives the others a fixed
+30 s before SIGKILL (``--grace-period`` reaches only its signal path), it has
+no restart backoff and cannot tell a SIGSTOPped rank from a dead one (it stops
+the group before returning), and its workers share one environment (no
+per-replica ``TF_CONFIG``). Both engines read one error-file format, torch's
+``@record`` layout (``stratagem._launched``).
 """
 
 from __future__ import annotations
