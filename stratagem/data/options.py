@@ -42,6 +42,8 @@ class AutoShardPolicy(str, enum.Enum):
 class _OptionsBase:
     """Remembers which options were set (merging takes only those) and can be made read-only."""
 
+    _set: set[str]  # set in __post_init__, through object.__setattr__
+
     def __post_init__(self) -> None:
         # Constructor arguments count as set when they differ from the default, as if assigned.
         object.__setattr__(self, "_set", {f.name for f in dataclasses.fields(self)  # type: ignore[arg-type]

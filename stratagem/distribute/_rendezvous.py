@@ -102,13 +102,15 @@ class SignedStore(dist.Store):
 
     @property
     def timeout(self) -> datetime.timedelta:  # the wrapped store's: the job's timeout
-        return self._inner.timeout
+        return self._inner.timeout  # type: ignore[attr-defined]  # torch's stub lacks the store's property
 
     def set_timeout(self, timeout: datetime.timedelta) -> None:
         self._inner.set_timeout(timeout)
 
     def set(self, key: str, value: str | bytes) -> None:
-        self._inner.set(key, self._seal(key, value if isinstance(value, bytes) else value.encode()))
+        # torch's stubs type store values as str; the store takes bytes, which signed values are.
+        sealed = self._seal(key, value if isinstance(value, bytes) else value.encode())
+        self._inner.set(key, sealed)  # type: ignore[arg-type]
 
     def get(self, key: str) -> bytes:
         return self._open(key, self._inner.get(key))
@@ -133,7 +135,7 @@ class SignedStore(dist.Store):
             current = self._inner.get(key) if self._inner.check([key]) else b""
             value = int(self._open(key, current)) + amount if current else amount
             sealed = self._seal(key, str(value).encode())
-            if self._inner.compare_set(key, current, sealed) == sealed:
+            if self._inner.compare_set(key, current, sealed) == sealed:  # type: ignore[arg-type]
                 return value
 
     def compare_set(self, key: str, expected: str | bytes, desired: str | bytes) -> bytes:
@@ -142,7 +144,7 @@ class SignedStore(dist.Store):
         if (self._open(key, current) if current else b"") != expected:
             return self._open(key, current) if current else expected
         sealed = self._seal(key, desired if isinstance(desired, bytes) else desired.encode())
-        return self._open(key, self._inner.compare_set(key, current, sealed))
+        return self._open(key, self._inner.compare_set(key, current, sealed))  # type: ignore[arg-type]
 
     def delete_key(self, key: str) -> bool:
         return self._inner.delete_key(key)

@@ -122,8 +122,8 @@ def _task_index(value: object, names: _TaskNames) -> int:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     digits = value.strip().removeprefix("-") if isinstance(value, str) else ""
-    if digits.isascii() and digits.isdigit():
-        return int(value)  # type: ignore[arg-type]
+    if isinstance(value, str) and digits.isascii() and digits.isdigit():
+        return int(value)
     raise ConfigurationError(
         f"{names.where} task index must be a whole number, such as 0, 1 or \"1\". Set {names.task_id} to "
         f"one. Received: {names.task_id}={_clip(value)}"

@@ -46,7 +46,7 @@ def init_process_group(
     # reaches the chief, whatever this host's name resolves to (see _interfaces). Also for a mixed
     # backend ("cpu:gloo,cuda:nccl", stratagem.horovod on CUDA hosts), whose CPU tensors go through gloo.
     _, address = choose_gloo_interface(master_addr) if "gloo" in backend else (None, None)
-    store = _chief_store(rank=rank, master_addr=master_addr, master_port=master_port, timeout_s=timeout_s)
+    store: dist.Store = _chief_store(rank=rank, master_addr=master_addr, master_port=master_port, timeout_s=timeout_s)
     # NOTE: a process may leave and join again (Horovod's shutdown then init). The chief keeps serving
     # its store across that, so a rank that left first cannot reach a store about to close; and each
     # join's keys live under its own generation, so nobody reads the last join's marks and addresses.

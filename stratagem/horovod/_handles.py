@@ -12,7 +12,7 @@ import dataclasses
 import datetime
 import itertools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from stratagem.distribute import collectives as torch_collectives
 from stratagem.horovod import basics
@@ -80,7 +80,7 @@ class _internal_errors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, traceback: Any) -> bool:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, traceback: Any) -> Literal[False]:
         if error is not None and type(error) is RuntimeError:
             raise HorovodInternalError(str(error)) from error
         return False

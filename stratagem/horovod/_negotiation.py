@@ -117,7 +117,7 @@ def disagreement(calls: list[tuple[int, Call]]) -> str | None:
                 f"Every rank must call the same collective on tensors of the same dtype and shape. "
                 f"Received: {field} by rank={values}")
 
-    checks = [("operations", {r: c.kind.name.lower() for r, c in calls})]
+    checks: list[tuple[str, dict[int, object]]] = [("operations", {r: c.kind.name.lower() for r, c in calls})]
     if len({c.kind for _, c in calls}) == 1:
         checks.append(("dtypes", {r: str(c.dtype) for r, c in calls}))
         if kind in (Kind.ALLGATHER, Kind.ALLTOALL):  # axis 0 may differ; the rest may not

@@ -219,7 +219,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self._launch(self._order[self._next])
         for p in self._order:  # sparse gradients last, in the same order on every rank
             if self._handles[p][0] is None:
-                self._handles[p] = (grouped.sparse_allreduce_async(p.grad, None, self._op, self._process_set), None)
+                self._handles[p] = (grouped.sparse_allreduce_async(p.grad, None, self._op,  # type: ignore[arg-type]
+                                                                   self._process_set), None)
         for p in self._order:
             handle, context = self._handles.pop(p)
             if callable(handle):  # a sparse gradient: the result replaces it

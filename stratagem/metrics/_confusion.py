@@ -43,6 +43,12 @@ def _divide_no_nan(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 class _ConfusionCounts(Metric):
     """Weighted confusion counts at each of ``thresholds``; subclasses define ``result``."""
 
+    # The counts (_COUNTS), set in __init__ through setattr.
+    true_positives: torch.Tensor
+    false_positives: torch.Tensor
+    true_negatives: torch.Tensor
+    false_negatives: torch.Tensor
+
     def __init__(self, name: str, thresholds: Sequence[float], *, top_k: int | None = None,
                  class_id: int | None = None, even_buckets: bool = False, num_labels: int | None = None) -> None:
         super().__init__(name)
@@ -65,7 +71,7 @@ class _ConfusionCounts(Metric):
             labels, scores, weights = self._prepare(torch.as_tensor(y_true), torch.as_tensor(y_pred), sample_weight)
             positive = self._positive_counts(scores, weights * labels)
             negative = self._positive_counts(scores, weights * (1 - labels))
-            deltas = (positive, negative, (weights * (1 - labels)).sum(0) - negative, (weights * labels).sum(0) - positive)
+            deltas: tuple[torch.Tensor, ...] = (positive, negative, (weights * (1 - labels)).sum(0) - negative, (weights * labels).sum(0) - positive)
             if self.num_labels is None:  # one flattened label
                 deltas = tuple(delta.squeeze(-1) for delta in deltas)
             if self.true_positives.device != scores.device:

@@ -78,6 +78,8 @@ class KerasModule(nn.Module):
         ValueError: If the model has no weights yet (not built).
     """
 
+    keras_model: Any  # set with object.__setattr__: the Keras model is no torch submodule
+
     def __init__(self, keras_model: Any) -> None:
         super().__init__()
         keras = imported_keras()

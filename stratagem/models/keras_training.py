@@ -90,15 +90,16 @@ class KerasTraining:
         if self.built:  # type: ignore[attr-defined]
             self._trainer()
 
+    # The base is Keras's Model, which this mixin joins: the type checker does not see it.
     @override  # Keras's saving calls it
-    def get_compile_config(self) -> dict[str, Any] | None:
+    def get_compile_config(self) -> dict[str, Any] | None:  # type: ignore[misc]
         """Keras's compile arguments as a ``.keras`` file records them (None if not Keras objects and names)."""
         config = self._training_state().keras_config
         keras = imported_keras()
         return None if config is None else keras.saving.serialize_keras_object(config)  # type: ignore[union-attr]
 
     @override  # Keras's saving calls it
-    def compile_from_config(self, config: dict[str, Any]) -> None:
+    def compile_from_config(self, config: dict[str, Any]) -> None:  # type: ignore[misc]
         """Compiles with the arguments a ``.keras`` file recorded (``keras.models.load_model`` calls it)."""
         keras = imported_keras()
         self.compile(**keras.saving.deserialize_keras_object(config))  # type: ignore[union-attr]

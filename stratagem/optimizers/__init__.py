@@ -10,6 +10,8 @@ update rules), ``schedules``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from stratagem.optimizers import schedules
@@ -19,7 +21,7 @@ from stratagem.optimizers.optimizer import Optimizer, TorchOptimizer
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "Nadam", "Lion",
            "schedules", "get"]
 
-_BY_NAME: dict[str, type[Optimizer]] = {
+_BY_NAME: dict[str, Callable[[], Optimizer]] = {
     "sgd": SGD, "adam": Adam, "adamw": AdamW, "rmsprop": RMSprop, "adagrad": Adagrad, "adadelta": Adadelta,
     "adamax": Adamax, "nadam": Nadam, "lion": Lion,
 }

@@ -72,7 +72,7 @@ class GroupByWindowDataset(Dataset):
             raise ValueError(f"group_by_window's window size must be positive. Received: window_size={size}, key={key}")
         return size
 
-    def reduce(self, key: int, rows: list[Any]) -> Dataset:
+    def reduce_window(self, key: int, rows: list[Any]) -> Dataset:
         out = self._reduce_func(np.int64(key), ElementListDataset(rows))
         if not isinstance(out, Dataset):
             raise TypeError(f"group_by_window's reduce_func must return a Dataset. Received: {type(out).__name__}")
@@ -104,7 +104,7 @@ class _GroupByWindowIterator(ReplayIterator):
                     self._output.close()
                     self._output = None
             key, rows = self._next_window()
-            self._output = self._dataset.reduce(key, rows)._make_iterator(self._ctx)
+            self._output = self._dataset.reduce_window(key, rows)._make_iterator(self._ctx)
 
     def _next_window(self) -> tuple[int, list[Any]]:
         while not self._exhausted:

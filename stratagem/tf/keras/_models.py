@@ -49,7 +49,7 @@ class Model(KerasTraining, keras.Model):
 
 
 @keras.saving.register_keras_serializable(package=_PACKAGE)
-class Functional(Model, KerasFunctional):  # type: ignore[misc, valid-type]  (Keras 3.15.1 does not export it)
+class Functional(Model, KerasFunctional):  # type: ignore[misc, valid-type]  # Keras 3.15.1 does not export it
     """A functional ``tf.keras.Model`` (what ``tf.keras.Model(inputs, outputs)`` returns)."""
 
 
