@@ -33,7 +33,7 @@ test: .venv/.stamp lint
 
 # Every benchmark runs even if an earlier one misses a goal; the target fails if any did.
 bench: .venv/.stamp
-	$(PY) bench/bench_fit.py; fit=$$?; $(PY) bench/bench_data.py; data=$$?; $(PY) bench/bench_ps.py; ps=$$?; $(PY) bench/bench_scaling.py; scaling=$$?; $(PY) bench/bench_keras.py; keras=$$?; $(PY) bench/bench_tfrecord.py; tfrecord=$$?; exit $$((fit || data || ps || scaling || keras || tfrecord))
+	$(PY) bench/bench_fit.py; fit=$$?; $(PY) bench/bench_data.py; data=$$?; $(PY) bench/bench_ps.py; ps=$$?; $(PY) bench/bench_scaling.py; scaling=$$?; $(PY) bench/bench_keras.py; keras=$$?; $(PY) bench/bench_tfrecord.py; tfrecord=$$?; $(PY) bench/bench_horovod_synthetic.py $(HOROVOD_SYNTHETIC_BENCHMARK); hvd=$$?; exit $$((fit || data || ps || scaling || keras || tfrecord || hvd))
 
 # Type-checks the package (STYLE section 9); mypy, pinned (each release flags other things), is installed on
 # first use. Its cache lives in .venv: about 30 s cold, 1-3 s after a small change (make test runs it first).

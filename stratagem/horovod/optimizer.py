@@ -1,8 +1,10 @@
 """Horovod's ``DistributedOptimizer``: all-reduce each gradient as soon as backward has produced it.
 
 A hook on every parameter fires when its gradient is accumulated; after
-``backward_passes_per_step`` backward passes the gradient's asynchronous
-all-reduce starts, overlapping the rest of backward. ``step()`` (or
+``backward_passes_per_step`` backward passes the gradient joins its bucket,
+and a full bucket's asynchronous all-reduce starts, overlapping the rest of
+backward (Horovod's tensor fusion: one all-reduce for many small gradients,
+at most ``HOROVOD_FUSION_THRESHOLD`` bytes each, 32 MiB by default). ``step()`` (or
 ``synchronize()``) waits for them, writes the averaged gradients back into
 ``.grad`` and then runs the wrapped optimizer's step. The ranks check a
 step's gradients against each other once, at its first all-reduce (count and
@@ -19,6 +21,7 @@ is false for the wrapper.
 from __future__ import annotations
 
 import contextlib
+import os
 import warnings
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -103,6 +106,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._order: list[torch.Tensor] = []  # the order every rank launches all-reduces in
         self._delay: dict[torch.Tensor, int] = {}
         self._handles: dict[torch.Tensor, tuple[Any, Any]] = {}  # (handle or sparse result function, context)
+        self._fusion_bytes = _fusion_threshold()
+        self._closes_bucket: set[torch.Tensor] = set()  # the last gradient of each fused bucket, in _order
+        self._bucket: list[tuple[torch.Tensor, torch.Tensor, Any]] = []  # launched, not yet sent: (p, wire, context)
         self._next = 0  # index into _order of the next gradient to launch
         self._hooks: list[Any] = []
         self._should_synchronize = True
@@ -150,6 +156,26 @@ class DistributedOptimizer(torch.optim.Optimizer):
         for p in fresh:
             self._delay[p] = self._backward_passes_per_step
             self._hooks.append(p.register_post_accumulate_grad_hook(self._on_gradient))
+        self._plan_buckets()
+
+    def _plan_buckets(self) -> None:
+        """Groups consecutive gradients of ``_order`` into buckets sent as one all-reduce (Horovod's tensor fusion).
+
+        The plan depends only on the order, shapes and dtypes, so it is the
+        same on every rank: a bucket closes before it would pass the fusion
+        threshold or mix wire dtypes.
+        """
+        self._closes_bucket = set()
+        size, dtype = 0, None
+        for previous, p in zip([None, *self._order], self._order):
+            wire = self._wire_dtype(p)
+            nbytes = p.numel() * wire.itemsize
+            if previous is not None and (wire != dtype or size + nbytes > self._fusion_bytes):
+                self._closes_bucket.add(previous)
+                size = 0
+            size, dtype = size + nbytes, wire
+        if self._order:
+            self._closes_bucket.add(self._order[-1])
 
     def _on_gradient(self, p: torch.Tensor) -> None:
         if p.grad is not None and p.grad.requires_grad:
@@ -177,12 +203,27 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if p.grad.is_sparse:  # Horovod's sparse path (all-gathers), started after the dense gradients
             self._sparse.add(p)
             self._handles[p] = (None, None)
+        else:
+            compressed, context = self._compression.compress(p.grad)
+            self._bucket.append((p, compressed, context))
+        if p in self._closes_bucket:
+            self._send_bucket()
+
+    def _send_bucket(self) -> None:
+        """Starts one all-reduce for the bucket's gradients: flattened into one buffer when there are several."""
+        bucket, self._bucket = self._bucket, []
+        if not bucket:
             return
-        compressed, context = self._compression.compress(p.grad)
+        buffer = bucket[0][1] if len(bucket) == 1 else torch.cat([wire.reshape(-1) for _, wire, _ in bucket])
         prescale, postscale = (1.0 / self._predivide, self._predivide) if self._op is ops.Average else (1.0, 1.0)
-        works, finish = ops.start_allreduce(compressed, self._op, prescale_factor=prescale, postscale_factor=postscale,
+        works, finish = ops.start_allreduce(buffer, self._op, prescale_factor=prescale, postscale_factor=postscale,
                                             process_set=self._process_set, checked=True)
-        self._handles[p] = (_handles.register("allreduce", works, finish), context)
+        handle = _handles.register("allreduce", works, finish)
+        offset = 0
+        for p, wire, context in bucket:
+            # Each gradient's part of the buffer, read after the wait: (handle, slice, its shape, context).
+            self._handles[p] = (handle, (slice(offset, offset + wire.numel()), wire.shape, context, len(bucket) > 1))
+            offset += wire.numel()
 
     def _check_step(self) -> None:
         """Checks this step's all-reduces with the other ranks once, instead of once per gradient.
@@ -196,7 +237,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         if members == 1:
             return
         dense = [p for p in self._order if p not in self._sparse]
-        signature = [(tuple(p.shape), str(self._wire_dtype(p))) for p in dense] + [self._op.value, self._predivide]
+        # The fusion threshold too: ranks that bucket differently would send all-reduces of different sizes.
+        signature = [(tuple(p.shape), str(self._wire_dtype(p))) for p in dense] + [
+            self._op.value, self._predivide, self._fusion_bytes]
         checksum = zlib.crc32(repr(signature).encode())
         _negotiation.register_gradient_stand_in(checksum, self._stand_in)
         call = Call(Kind.GRADIENTS, shape=(len(dense), checksum), op=list(ops.ReduceOp).index(self._op))
@@ -209,24 +252,34 @@ class DistributedOptimizer(torch.optim.Optimizer):
         """A joined rank's part in another rank's step: zeros for each dense gradient, in the same order."""
         wire_op = _negotiation.WIRE_OPS[ops._WIRE_OP[self._op]]
         group = basics.group_of(self._process_set)
+        size = 0
         for p in self._order:
             if p not in self._sparse:
-                dist.all_reduce(torch.zeros(p.shape, dtype=self._wire_dtype(p)), op=wire_op, group=group)
+                size += p.numel()
+            if p in self._closes_bucket and size:  # one all-reduce per bucket, as the training ranks send
+                dist.all_reduce(torch.zeros(size, dtype=self._wire_dtype(p)), op=wire_op, group=group)
+                size = 0
 
     def synchronize(self) -> None:
         """Waits for every gradient's all-reduce (starting those not yet started) and writes the results to ``.grad``."""
         while self._next < len(self._order):
             self._launch(self._order[self._next])
+        self._send_bucket()  # nothing left here after the last launch; kept for a plan changed mid-step
         for p in self._order:  # sparse gradients last, in the same order on every rank
             if self._handles[p][0] is None:
                 self._handles[p] = (grouped.sparse_allreduce_async(p.grad, None, self._op,  # type: ignore[arg-type]
                                                                    self._process_set), None)
+        reduced_buffers: dict[int, torch.Tensor] = {}
         for p in self._order:
-            handle, context = self._handles.pop(p)
+            handle, part = self._handles.pop(p)
             if callable(handle):  # a sparse gradient: the result replaces it
                 p.grad = handle()
             else:
-                reduced = self._compression.decompress(ops.synchronize(handle), context)
+                if handle not in reduced_buffers:
+                    reduced_buffers[handle] = ops.synchronize(handle)
+                span, shape, context, fused = part
+                wire = reduced_buffers[handle][span].view(shape) if fused else reduced_buffers[handle]
+                reduced = self._compression.decompress(wire, context)
                 if reduced is not p.grad:
                     p.grad.copy_(reduced)  # type: ignore[union-attr]
             self._delay[p] = self._backward_passes_per_step
@@ -263,7 +316,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clears the gradients; refused while their all-reduces are in flight."""
-        if self._handles:
+        if self._handles or self._bucket:
             raise RuntimeError(
                 "optimizer.zero_grad() was called after loss.backward() but before optimizer.step() or "
                 "optimizer.synchronize(): all-reduces still writing into the gradients would race with it. "
@@ -284,6 +337,25 @@ class DistributedOptimizer(torch.optim.Optimizer):
 
     def __repr__(self) -> str:
         return f"DistributedOptimizer({self._optimizer!r})"
+
+
+FUSION_THRESHOLD_ENV = "HOROVOD_FUSION_THRESHOLD"
+_DEFAULT_FUSION_BYTES = 32 * 1024 * 1024
+
+
+def _fusion_threshold() -> int:
+    """Most bytes one fused all-reduce carries (Horovod's ``HOROVOD_FUSION_THRESHOLD``; 0: one per gradient)."""
+    text = os.environ.get(FUSION_THRESHOLD_ENV)
+    if text is None:
+        return _DEFAULT_FUSION_BYTES
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"{FUSION_THRESHOLD_ENV} is the most bytes one fused all-reduce carries: a whole number, "
+                         f"0 or more (0 sends each gradient on its own). Received: {FUSION_THRESHOLD_ENV}={text!r}")
+    return value
 
 
 def _parameter_names(optimizer: torch.optim.Optimizer,

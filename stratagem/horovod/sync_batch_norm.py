@@ -1,16 +1,21 @@
 """Horovod's ``SyncBatchNorm``: batch statistics over the whole global batch, on CPU (gloo) and CUDA.
 
-On CUDA it is ``torch.nn.SyncBatchNorm``. torch's refuses CPU tensors, so on
-CPU the training-mode statistics are computed here: the per-channel sums are
-all-reduced with torch's differentiable all-reduce, so gradients flow through
-the global mean and variance as they do in torch's CUDA kernel.
+On CUDA it is ``torch.nn.SyncBatchNorm``. torch's refuses CPU tensors (its
+statistics kernels are CUDA-only), so on CPU training mode runs here, with
+the same arithmetic as torch's CUDA path: forward gathers each rank's count,
+mean and variance in one all-gather and combines them (Chan's parallel
+formula: no E[x^2]-E[x]^2 cancellation), then normalizes with torch's fused
+kernel; backward all-reduces the per-channel sums of the output gradient and
+of its product with the centred input in one all-reduce. The weight and bias
+gradients stay local, as torch's: the optimizer averages them like any other.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.distributed as dist
-import torch.distributed.nn.functional as dist_functional
 
 from stratagem.horovod import basics
 from stratagem.horovod.basics import ProcessSet, global_process_set
@@ -44,25 +49,10 @@ class SyncBatchNorm(torch.nn.SyncBatchNorm):
         self.process_group = basics.group_of(self._process_set) if syncing else None
         if not syncing or input.device.type != "cpu":
             return super().forward(input)
-        return self._forward_synced_cpu(input)
-
-    def _forward_synced_cpu(self, input: torch.Tensor) -> torch.Tensor:
         self._check_input_dim(input)
-        axes = [0, *range(2, input.dim())]
-        shape = [1, input.shape[1]] + [1] * (input.dim() - 2)
-        group = self.process_group
-        # Two passes (mean, then squared deviations) for the variance: E[x^2]-E[x]^2 loses digits.
-        count = torch.tensor([input.numel() // input.shape[1]], dtype=input.dtype)
-        sums = dist_functional.all_reduce(torch.cat([input.sum(axes), count]), group=group)
-        total = sums[-1]
-        mean = sums[:-1] / total
-        squares = dist_functional.all_reduce(((input - mean.view(shape)) ** 2).sum(axes), group=group)
-        var = squares / total
+        out, mean, var, total = _SyncedBatchNorm.apply(input, self.weight, self.bias, self.eps, self.process_group)
         if self.track_running_stats:
-            self._update_running_stats(mean.detach(), var.detach(), float(total))
-        out = (input - mean.view(shape)) * torch.rsqrt(var.view(shape) + self.eps)
-        if self.affine:
-            out = out * self.weight.view(shape) + self.bias.view(shape)
+            self._update_running_stats(mean, var, total)
         return out
 
     def _update_running_stats(self, mean: torch.Tensor, var: torch.Tensor, total: float) -> None:
@@ -73,3 +63,51 @@ class SyncBatchNorm(torch.nn.SyncBatchNorm):
         unbiased = var * total / max(total - 1.0, 1.0)
         self.running_mean.mul_(1 - momentum).add_(mean, alpha=momentum)
         self.running_var.mul_(1 - momentum).add_(unbiased, alpha=momentum)
+
+
+class _SyncedBatchNorm(torch.autograd.Function):
+    """Batch norm over every rank's batch on CPU: one all-gather forward, one all-reduce backward."""
+
+    @staticmethod
+    def forward(ctx: Any, input: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float,
+                group: dist.ProcessGroup | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float]:
+        count = input.numel() // input.shape[1]
+        local_mean, local_var = torch.batch_norm_update_stats(input, None, None, 0.0)  # biased variance (Welford)
+        mine = torch.cat([torch.tensor([float(count)], dtype=torch.float64), local_mean.double(), local_var.double()])
+        parts = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
+        dist.all_gather(parts, mine, group=group)
+        stats = torch.stack(parts)
+        counts, means, variances = stats[:, :1], stats[:, 1:1 + input.shape[1]], stats[:, 1 + input.shape[1]:]
+        total = counts.sum()
+        mean = (counts * means).sum(0) / total
+        var = (counts * (variances + (means - mean) ** 2)).sum(0) / total
+        mean, var = mean.to(input.dtype), var.to(input.dtype)
+        out = torch.nn.functional.batch_norm(input, mean, var, weight, bias, False, 0.0, eps)
+        invstd = torch.rsqrt(var + eps)
+        ctx.save_for_backward(input, weight, mean, invstd)
+        ctx.group, ctx.total = group, float(total)
+        ctx.mark_non_differentiable(mean, var)
+        return out, mean, var, float(total)
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: torch.Tensor, *_: Any) -> tuple[torch.Tensor | None, ...]:
+        input, weight, mean, invstd = ctx.saved_tensors
+        axes = [0, *range(2, input.dim())]
+        shape = [1, input.shape[1]] + [1] * (input.dim() - 2)
+        sum_dy = grad_out.sum(axes)
+        sum_dy_xmu = (grad_out * input).sum(axes) - mean * sum_dy
+        grad_weight = sum_dy_xmu * invstd if weight is not None and ctx.needs_input_grad[1] else None
+        grad_bias = sum_dy.clone() if ctx.needs_input_grad[2] else None
+        grad_input = None
+        if ctx.needs_input_grad[0]:
+            sums = torch.cat([sum_dy, sum_dy_xmu])
+            dist.all_reduce(sums, group=ctx.group)  # the global batch's sums: the statistics depend on every row
+            mean_dy, mean_dy_xmu = (sums / ctx.total).chunk(2)
+            scale = invstd * (weight if weight is not None else 1.0)
+            # grad_input = (dy - mean_dy - (x - mean) * invstd^2 * mean_dy_xmu) * invstd * weight, per channel:
+            # dy * a + x * b + c, in two fused passes.
+            a = scale
+            b = -scale * invstd * invstd * mean_dy_xmu
+            c = -scale * mean_dy - b * mean
+            grad_input = torch.addcmul(c.view(shape), input, b.view(shape)).addcmul_(grad_out, a.view(shape))
+        return grad_input, grad_weight, grad_bias, None, None

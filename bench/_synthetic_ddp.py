@@ -1,0 +1,58 @@
+"""The plain-DDP peer of Horovod's ``pytorch_synthetic_benchmark.py``, for ``bench_horovod_synthetic.py``.
+
+Run by the launcher on every rank (``stratagem run -np 2``, which sets
+torchrun's variables). The same torchvision model, fixed random batch,
+optimizer (SGD, learning rate 0.01 x ranks) and timing protocol as Horovod's
+script (warm-up steps, then ``num_iters`` timings of ``num_batches_per_iter``
+steps with ``timeit``), with torch's ``DistributedDataParallel`` doing the
+gradient all-reduce (buckets overlapped with the backward pass, gradients as
+bucket views). Batch normalization is torch's local ``BatchNorm2d``: torch's
+``SyncBatchNorm`` refuses CPU tensors, so the peer does less communication
+than Horovod's script (which synchronizes the statistics), never more. Rank 0
+prints the line Horovod's script ends with, ``Total img/sec on N CPU(s): X +-Y``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import timeit
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+from torchvision import models
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="resnet18")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--num-warmup-batches", type=int, default=3)
+    parser.add_argument("--num-batches-per-iter", type=int, default=5)
+    parser.add_argument("--num-iters", type=int, default=3)
+    args = parser.parse_args()
+    dist.init_process_group("gloo")  # env://: the launcher's RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+    size = dist.get_world_size()
+    model = DistributedDataParallel(getattr(models, args.model)(), gradient_as_bucket_view=True)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01 * size)
+    data = torch.randn(args.batch_size, 3, 224, 224)
+    target = torch.LongTensor(args.batch_size).random_() % 1000
+
+    def step() -> None:
+        optimizer.zero_grad()
+        F.cross_entropy(model(data), target).backward()
+        optimizer.step()
+
+    timeit.timeit(step, number=args.num_warmup_batches)
+    rates = [args.batch_size * args.num_batches_per_iter / timeit.timeit(step, number=args.num_batches_per_iter)
+             for _ in range(args.num_iters)]
+    if dist.get_rank() == 0:
+        print(f"Total img/sec on {size} CPU(s): {size * np.mean(rates):.1f} +-{size * 1.96 * np.std(rates):.1f}",
+              flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
