@@ -198,7 +198,7 @@ class ClusterCoordinator:
         kwargs = {k: (v._local if isinstance(v, PerWorkerValues) else v) for k, v in kwargs.items()}
         try:
             with self._strategy.scheduled_step(self._client.step_base + index):
-                value = results.encode_value(fn(*args, **kwargs))
+                value = results.encode_value(fn(*args, **kwargs), what="A scheduled function's return value")
         except Exception as err:
             self._client.report(index, error=results.error_text(err))
             raise

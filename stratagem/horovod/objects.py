@@ -1,6 +1,6 @@
 """``broadcast_object`` and ``allgather_object``: plain data between the job's processes, never pickled.
 
-Objects travel as ``_object_codec`` messages (a JSON tree plus raw tensor
+Objects travel as the package's value messages (``stratagem.distribute.ps.results``: a JSON tree plus raw tensor
 bytes) inside uint8 tensors on the job's process group; see that module for
 what an object may hold and why nothing is unpickled.
 """
@@ -11,7 +11,8 @@ from typing import Any
 
 import torch
 
-from stratagem.horovod import _object_codec, basics, ops
+from stratagem.distribute.ps import results
+from stratagem.horovod import basics, ops
 from stratagem.horovod.basics import ProcessSet, global_process_set
 
 __all__ = ["broadcast_object", "allgather_object"]
@@ -51,7 +52,7 @@ def broadcast_object(obj: Any, root_rank: int = 0, name: str | None = None,
     data = torch.frombuffer(bytearray(payload), dtype=torch.uint8) if payload else torch.empty(
         int(length.item()), dtype=torch.uint8)
     ops.broadcast_(data, root_rank, process_set=process_set)
-    return obj if basics.rank() == root_rank else _object_codec.decode(data.numpy().tobytes())
+    return obj if basics.rank() == root_rank else results.decode_value(data.numpy().tobytes(), tensors_as_numpy=False)
 
 
 def allgather_object(obj: Any, name: str | None = None, process_set: ProcessSet = global_process_set) -> list[Any]:
@@ -75,11 +76,11 @@ def allgather_object(obj: Any, name: str | None = None, process_set: ProcessSet 
                            "object; their own errors say why.")
     data = ops.allgather(torch.frombuffer(bytearray(payload), dtype=torch.uint8), process_set=process_set)
     pieces = data.split(lengths.tolist())
-    return [_object_codec.decode(piece.numpy().tobytes()) for piece in pieces]
+    return [results.decode_value(piece.numpy().tobytes(), tensors_as_numpy=False) for piece in pieces]
 
 
 def _encode(obj: Any) -> tuple[bytes, Exception | None]:
     try:
-        return _object_codec.encode(obj), None
+        return results.encode_value(obj, what="An object sent by stratagem.horovod"), None
     except (TypeError, ValueError) as err:
         return b"", err

@@ -1,8 +1,14 @@
-"""Return values of scheduled steps on the wire: tensors as raw bytes, the rest as JSON.
+"""Values on the wire without pickle: a JSON tree whose tensors, arrays and bytes travel as raw bytes.
 
-A step may return tensors, arrays, numbers, strings, None and lists, tuples
-and string-keyed dicts of them. Nothing is pickled; ``decode_value`` gives
-tensors back as numpy arrays, as ``RemoteValue.fetch`` returns them.
+The one value codec of the package: a parameter-server step's return value
+(``RemoteValue.fetch``) and Horovod's ``broadcast_object``/``allgather_object``
+both go through it. Unpickling runs whatever code the bytes name, so bytes
+from the network are never unpickled (developers' guide). A value is
+``None``, bool, int, float, str, bytes, a torch tensor, a NumPy array or
+scalar, or lists, tuples and dicts of them; tensors, arrays and bytes travel
+in the parameter server's wire format (``wire``), which validates a message
+before it builds any tensor. Anything else is refused with a ``TypeError``
+naming its type.
 """
 
 from __future__ import annotations
@@ -15,48 +21,70 @@ import torch
 
 from stratagem.distribute.ps import wire
 
+_SUPPORTED = ("None, bool, int, float, str, bytes, torch tensors, NumPy arrays and scalars, and lists, tuples "
+              "and dicts of them")
 
-def encode_value(value: Any) -> bytes:
-    """Nested lists/tuples/dicts of tensors, arrays, numbers, strings and None, as one wire message."""
+
+def encode_value(value: Any, *, what: str = "A value") -> bytes:
+    """``value`` as one wire message; ``what`` names it in the ``TypeError`` for an unsupported type."""
     tensors: dict[str, torch.Tensor] = {}
 
+    def tensor_key(tensor: torch.Tensor) -> str:
+        key = f"t{len(tensors)}"
+        tensors[key] = tensor.detach().cpu()
+        return key
+
     def walk(item: Any) -> Any:
-        if isinstance(item, (torch.Tensor, np.ndarray, np.generic)):
-            key = f"t{len(tensors)}"
-            tensors[key] = torch.as_tensor(np.asarray(item)) if not isinstance(item, torch.Tensor) else item.detach().cpu()
-            return {"__tensor__": key}
-        if isinstance(item, tuple):
-            return {"__tuple__": [walk(x) for x in item]}
-        if isinstance(item, list):
-            return [walk(x) for x in item]
-        if isinstance(item, dict):
-            if not all(isinstance(k, str) for k in item):
-                raise TypeError(f"A scheduled function's dict results need string keys. Received keys: {list(item)[:5]}")
-            return {"__dict__": {k: walk(v) for k, v in item.items()}}
         if item is None or isinstance(item, (bool, int, float, str)):
             return item
-        raise TypeError(f"A scheduled function may return tensors, arrays, numbers, strings, None and "
-                        f"lists/tuples/dicts of them. Received: {type(item).__name__}")
+        if isinstance(item, torch.Tensor):
+            return {"__tensor__": tensor_key(item)}
+        if isinstance(item, (np.ndarray, np.generic)):
+            return {"__ndarray__": tensor_key(torch.from_numpy(np.ascontiguousarray(item)))}
+        if isinstance(item, (bytes, bytearray)):
+            return {"__bytes__": tensor_key(torch.frombuffer(bytearray(item), dtype=torch.uint8) if item
+                                            else torch.zeros(0, dtype=torch.uint8))}
+        if isinstance(item, list):
+            return [walk(x) for x in item]
+        if isinstance(item, tuple):
+            return {"__tuple__": [walk(x) for x in item]}
+        if isinstance(item, dict):
+            return {"__dict__": [[walk(k), walk(v)] for k, v in item.items()]}
+        raise TypeError(f"{what} travels without pickle, so it may hold {_SUPPORTED}. Convert it to those (e.g. a "
+                        f"dict of its fields). Received: type={type(item).__qualname__}")
 
     return wire.encode(tensors, {"value": walk(value)})
 
 
-def decode_value(message: bytes) -> Any:
-    """The value of ``encode_value``, with tensors as numpy arrays (as ``RemoteValue.fetch`` returns them)."""
+def decode_value(message: bytes, *, tensors_as_numpy: bool = True) -> Any:
+    """The value ``encode_value`` wrote: tensors as NumPy arrays (as ``RemoteValue.fetch`` returns them) or,
+    with ``tensors_as_numpy=False``, as tensors. Raises ``ValueError`` for a malformed message."""
     tensors, meta = wire.decode(message)
 
     def walk(item: Any) -> Any:
         if isinstance(item, list):
             return [walk(x) for x in item]
-        if isinstance(item, dict):
-            if "__tensor__" in item:
-                return tensors[item["__tensor__"]].numpy()
-            if "__tuple__" in item:
-                return tuple(walk(x) for x in item["__tuple__"])
-            return {k: walk(v) for k, v in item["__dict__"].items()}
-        return item
+        if not isinstance(item, dict):
+            return item
+        if "__tensor__" in item:
+            return tensors[item["__tensor__"]].numpy() if tensors_as_numpy else tensors[item["__tensor__"]]
+        if "__ndarray__" in item:
+            return tensors[item["__ndarray__"]].numpy()
+        if "__bytes__" in item:
+            return tensors[item["__bytes__"]].numpy().tobytes()
+        if "__tuple__" in item:
+            return tuple(walk(x) for x in item["__tuple__"])
+        if "__dict__" in item:
+            return {_hashable(walk(k)): walk(v) for k, v in item["__dict__"]}
+        raise ValueError(f"Malformed value message: unknown node {sorted(item)[:3]}")
 
     return walk(meta.get("value"))
+
+
+def _hashable(key: Any) -> Any:
+    if isinstance(key, list):
+        raise ValueError("Malformed value message: a dict key is a list")
+    return key
 
 
 def error_text(err: BaseException) -> str:

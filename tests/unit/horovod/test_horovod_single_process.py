@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import stratagem.horovod as hvd
-from stratagem.horovod import _object_codec
+from stratagem.distribute.ps import results
 
 
 @pytest.fixture
@@ -95,13 +95,13 @@ def test_distributed_optimizer_arguments_are_checked(single: None) -> None:
 
 def test_object_codec_round_trips_plain_data_and_refuses_what_needs_pickle() -> None:
     value = {"a": [1, 2.5, None, True], 3: ("x", b"\x00\xff"), "t": torch.arange(4.0), "n": np.eye(2)}
-    decoded = _object_codec.decode(_object_codec.encode(value))
+    decoded = results.decode_value(results.encode_value(value), tensors_as_numpy=False)
     assert decoded["a"] == [1, 2.5, None, True] and decoded[3] == ("x", b"\x00\xff")
     assert decoded["t"].tolist() == [0.0, 1.0, 2.0, 3.0] and (decoded["n"] == np.eye(2)).all()
     with pytest.raises(TypeError, match="without pickle.*type=set"):
-        _object_codec.encode({1, 2})
+        results.encode_value({1, 2})
     with pytest.raises(ValueError, match="Header"):
-        _object_codec.decode(b"\x00\x00\x00\x05{bad}")
+        results.decode_value(b"\x00\x00\x00\x05{bad}")
 
 
 def test_synchronize_then_step_inside_skip_synchronize_reduces_once(single: None) -> None:
