@@ -1,6 +1,7 @@
 """A local parameter-server job for tests: chief, workers and servers as real processes on loopback.
 
-Each process gets its own ``TF_CONFIG``; servers run
+Each process gets the environment ``stratagem run --ps`` gives its tasks
+(its own ``TF_CONFIG``, ``launcher.environment.ps_task_env``); servers run
 ``python -m stratagem.distribute.ps.serve`` (no script). Tests can kill and
 restart single workers, read the servers' counters, and wait for the chief.
 Every task is a warm process (``warm_processes.ScriptProcess``, a fork of a
@@ -15,8 +16,9 @@ import os
 import subprocess
 from pathlib import Path
 
+from stratagem._launched import ERROR_FILE_ENV
 from stratagem.distribute import job_secret
-from stratagem.launcher.environment import ps_cluster_configs
+from stratagem.launcher.environment import ps_cluster_configs, ps_task_env
 from stratagem.launcher.supervisor import stop_processes
 from stratagem.testing.warm_processes import ScriptProcess
 
@@ -32,11 +34,13 @@ class LocalPSCluster:
         env: Extra environment for every process. Without ``STRATAGEM_JOB_SECRET`` in it the
             job gets a fresh secret, as under ``stratagem run`` (``""``: no secret).
         log_dir: Where each process's combined output goes (``chief.log``, ``worker0.log``...).
+        args: The script's arguments.
+        cwd: The tasks' working directory (the repository root by default).
     """
 
     def __init__(self, script: str | Path, *, num_workers: int, num_ps: int, log_dir: Path,
-                 env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> None:
-        self.script, self.args, self.log_dir = str(script), args, log_dir
+                 env: dict[str, str] | None = None, args: tuple[str, ...] = (), cwd: str | Path = ROOT) -> None:
+        self.script, self.args, self.log_dir, self.cwd = str(script), args, log_dir, cwd
         self.configs = ps_cluster_configs(num_workers, num_ps)
         env = env or {}
         secret = {} if job_secret.SECRET_ENV in env or job_secret.SECRET_FILE_ENV in env else {
@@ -56,9 +60,10 @@ class LocalPSCluster:
         attempt = self.restarts.get(key, -1) + 1
         self.restarts[key] = attempt
         command = ["-m", "stratagem.distribute.ps.serve"] if kind == "ps" else [self.script, *self.args]
-        env = {**self.env, "TF_CONFIG": self.configs[key], "STRATAGEM_RESTART_COUNT": str(attempt)}
-        process = ScriptProcess(command, env=env, cwd=ROOT,
-                                log_path=self.log_dir / f"{kind}{index}{'' if attempt == 0 else f'.{attempt}'}.log")
+        name = f"{kind}{index}{'' if attempt == 0 else f'.{attempt}'}"
+        env = self.env | ps_task_env(tf_config=self.configs[key], restart_count=attempt, timeout_s=None) | {
+            ERROR_FILE_ENV: str(self.log_dir / f"{name}.error.json")}  # where its uncaught exception is recorded
+        process = ScriptProcess(command, env=env, cwd=self.cwd, log_path=self.log_dir / f"{name}.log")
         self.processes[key] = process
         return process
 

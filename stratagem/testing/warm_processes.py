@@ -7,15 +7,23 @@ suite that starts a few hundred workers spends most of its time there.
 fork of that server (about 0.1 s). ``run_workers`` takes its processes from
 ``warm_context()``; ``ScriptProcess`` runs a script (``python script.py
 ARGS`` or ``python -m module``) in one, for the parameter-server test
-cluster. Tests of process start-up itself (the launcher, restarts,
-signals) do not belong here: they exec real interpreters.
+cluster and the seed examples; ``launched_processes`` starts the workers
+``stratagem run -n N script`` would, with the launcher's environment.
+Tests of process start-up itself (the launcher, restarts, signals) do not
+belong here: they exec real interpreters.
 
 A forked worker starts from the server's state, not a fresh interpreter's,
 so: its environment is set before it touches torch.distributed (which
 reads it when a group is created), torch's thread pools start at the
 first parallel op after the fork (the server runs none), and a script's
 exit runs what an interpreter's exit runs (non-daemon threads joined,
-``threading`` exit hooks, ``atexit``), see ``_run_script``.
+``threading`` exit hooks, ``atexit``), see ``_run_script``. What a fresh
+interpreter sets up at start that a fork inherits instead is set again
+there: ``sys.orig_argv``, torch's thread count (``OMP_NUM_THREADS``, else one),
+and the exception hook ``import stratagem`` installs for a launched worker. numpy's global random state is the server's,
+the same in every fork (Python's ``random`` reseeds itself): the PS tests'
+tolerances were set on that, and a test that needs other draws per process
+seeds them.
 """
 
 from __future__ import annotations
@@ -26,13 +34,21 @@ import os
 import runpy
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Sequence
 from multiprocessing.context import ForkServerContext
 from pathlib import Path
 
-# What every worker would import first. torch._dynamo is imported by torch.optim on the first step.
-PRELOAD = ("torch", "torch._dynamo", "numpy", "stratagem", "stratagem.distribute.ps.server", "grpc")
+from stratagem import _launched
+from stratagem.distribute import job_secret
+from stratagem.launcher.environment import local_tf_configs, threads_per_process, worker_env
+from stratagem.launcher.ports import find_free_port
+
+# What every worker would import first. torch._dynamo is imported by torch.optim on the first step; Keras
+# (on the torch backend: `import stratagem` sets KERAS_BACKEND first) and stratagem.tf by the seed examples.
+PRELOAD = ("torch", "torch._dynamo", "numpy", "stratagem", "stratagem.distribute.ps.server", "grpc", "keras",
+           "stratagem.tf", "stratagem.tf.keras")
 
 
 def warm_context() -> ForkServerContext:
@@ -90,6 +106,33 @@ class ScriptProcess:
         self._process.kill()
 
 
+def launched_processes(command: Sequence[str], num_processes: int, *, env: dict[str, str], cwd: str | Path,
+                       log_dir: str | Path) -> list[ScriptProcess]:
+    """The workers ``stratagem run -n NUM_PROCESSES COMMAND...`` starts on one host, as warm processes.
+
+    Each gets the environment the launcher gives it (``supervisor`` and
+    ``launcher.environment``: ``RANK``, ``WORLD_SIZE``, ``MASTER_*``, a
+    ``TF_CONFIG`` per replica, the job secret, ``OMP_NUM_THREADS``, its error
+    file), over ``env`` less any ``TF_CONFIG``; rank r's output goes to
+    ``log_dir/rank{r}.log``. The launcher's own path (exec, output prefixes,
+    stopping the peers of a failed worker) is left to the caller and to the
+    launcher's tests.
+    """
+    port = find_free_port("127.0.0.1")
+    base = {k: v for k, v in env.items() if k != "TF_CONFIG"} | {_launched.RESTART_COUNT_ENV: "0"}
+    base |= job_secret.env_for_job(env, generate_if_missing=True)
+    base.setdefault("OMP_NUM_THREADS", str(threads_per_process(num_processes)))
+    tf_configs = local_tf_configs(num_processes, host="127.0.0.1", master_port=port)
+    error_dir = tempfile.mkdtemp(prefix="stratagem-errors-", dir=log_dir)
+    return [ScriptProcess(command, cwd=cwd, log_path=Path(log_dir) / f"rank{rank}.log",
+                          env=base | worker_env(rank=rank, world_size=num_processes, local_rank=rank,
+                                                local_world_size=num_processes, master_addr="127.0.0.1",
+                                                master_port=port, timeout_s=None)
+                          | {"TF_CONFIG": tf_configs[rank],
+                             _launched.ERROR_FILE_ENV: os.path.join(error_dir, f"rank{rank}.json")})
+            for rank in range(num_processes)]
+
+
 def _run_script(command: tuple[str, ...], env: dict[str, str], cwd: str, log_path: str) -> None:
     """In the forked worker: what ``python COMMAND`` does, from argv and sys.path to the exit."""
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -101,6 +144,7 @@ def _run_script(command: tuple[str, ...], env: dict[str, str], cwd: str, log_pat
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
+    _as_fresh_interpreter(command)
     # sys.path as a fresh interpreter builds it: the script's folder first, then PYTHONPATH.
     extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
     if command[0] == "-m":
@@ -124,6 +168,22 @@ def _run_script(command: tuple[str, ...], env: dict[str, str], cwd: str, log_pat
         raise SystemExit(1) from None
     finally:
         _interpreter_exit()
+
+
+def _as_fresh_interpreter(command: tuple[str, ...]) -> None:
+    """What a new interpreter would have set up differently from the server it was forked from."""
+    # A script that starts its own replicas re-runs `sys.executable *sys.orig_argv[1:]`.
+    sys.orig_argv = [sys.executable, *command]
+    # torch sized its thread pool in the server; a fresh interpreter reads OMP_NUM_THREADS (`stratagem run -n 2`
+    # gives each worker half the cores). NOTE: without it, one thread, as run_workers' workers: a test's processes
+    # share the cores with each other and the other xdist worker, where torch's spinning threads only burn CPU
+    # (two 2-thread examples on 2 cores took 3.5x the CPU time of 1-thread ones, and longer).
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    import torch
+
+    torch.set_num_threads(int(threads) if threads.isdigit() and int(threads) > 0 else 1)
+    if os.environ.get(_launched.ERROR_FILE_ENV) or os.environ.get(_launched.TORCH_ERROR_FILE_ENV):
+        _launched.install_excepthook()  # as `import stratagem` does in a launched worker (preloaded here already)
 
 
 def _interpreter_exit() -> None:

@@ -6,7 +6,12 @@ Each example is a seed document's code with its import line changed (and, where 
 source). Here each runs as the seed runs it, in short form (``SEED_EPOCHS`` / ``SEED_STEPS``), with 2 replicas where
 it is distributed: ``stratagem run -n 2`` for an unchanged ``MirroredStrategy()`` / ``MultiWorkerMirroredStrategy()``
 / ``CentralStorageStrategy()``, two processes each with its own ``TF_CONFIG`` for the seed's manual cluster setup,
-``stratagem run --ps 1 --workers 2`` for ``ParameterServerStrategy``. ``tf.keras.datasets.*.load_data()`` reads
+``stratagem run --ps 1 --workers 2`` for ``ParameterServerStrategy``. Each process is a fork of a warm server
+that imported torch, Keras and stratagem.tf once (``stratagem.testing.warm_processes``), given the environment its
+launch form would give it (``stratagem run``'s for its workers, ``TF_CONFIG`` for the manual cluster), the
+example run as ``__main__``: a fresh interpreter costs about 4 s of CPU before the example's first line, three of
+them per launched example. ``make demo``'s script (``EXEC_PATH``) still goes through ``stratagem run``'s real exec
+path, as users run it. ``tf.keras.datasets.*.load_data()`` reads
 Keras's own cache, which the ``keras_home`` fixture fills from the bundled digits (4,000 train / 1,000 test): the
 examples' Fashion-MNIST is the digits too.
 
@@ -21,6 +26,8 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,11 +36,16 @@ import pytest
 
 from stratagem.datasets import digits, idx
 from stratagem.launcher.ports import find_free_ports
+from stratagem.testing.ps_cluster import LocalPSCluster
+from stratagem.testing.warm_processes import ScriptProcess, launched_processes
 
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "seeds"
 LAUNCH = [sys.executable, "-m", "stratagem.launcher.cli", "run"]
 TIMEOUT_S = 100
+# The examples run as the user runs them, through `stratagem run`'s exec path (fresh interpreters); the others
+# run in warm processes with the environment their launch form gives (the launcher's path is the launcher tests').
+EXEC_PATH = {"practical_mnist.py"}  # `make demo`'s script
 
 
 @dataclass(frozen=True)
@@ -114,12 +126,17 @@ def _commands(case: Case) -> list[tuple[list[str], dict[str, str]]]:
                            f'"task": {{"type": "worker", "index": {i}}}}}'}) for i in range(2)]
 
 
-def _run(case: Case, cwd: Path, keras_home: Path) -> str:
-    """Runs the example's processes in ``cwd``; returns the first process's output (worker 0, or the launcher)."""
+def _environment(case: Case, keras_home: Path) -> dict[str, str]:
     base = dict(os.environ, KERAS_HOME=str(keras_home), STRATAGEM_TIMEOUT_S="60", **case.knobs, **case.env)
     base.pop("TF_CONFIG", None)
     if case.launch == "self2":  # the test session forbids it (conftest); this case checks it
         base.pop("STRATAGEM_DISABLE_SCRIPT_LAUNCH", None)
+    return base
+
+
+def _run_exec(case: Case, cwd: Path, keras_home: Path) -> str:
+    """Runs the example's real processes (``stratagem run`` exec'ing interpreters); returns the first one's output."""
+    base = _environment(case, keras_home)
     procs = [subprocess.Popen(command, cwd=cwd, env=dict(base, **extra), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
              for command, extra in _commands(case)]
@@ -137,9 +154,60 @@ def _run(case: Case, cwd: Path, keras_home: Path) -> str:
     return outputs[0]
 
 
+def _run_warm(case: Case, cwd: Path, keras_home: Path) -> str:
+    """Runs the example's processes as forks of the warm server, each with the environment its launch form gives.
+
+    ``run2`` and ``ps`` get the environment ``stratagem run`` gives its workers (``launched_processes``,
+    ``LocalPSCluster``), and their output the launcher's ``[rank r]`` / ``[chief]`` prefixes; a failed
+    process stops the others, as the launcher does.
+    """
+    base, script = _environment(case, keras_home), str(EXAMPLES / case.script)
+    with tempfile.TemporaryDirectory(prefix="seed-example-logs-") as log_dir:
+        logs = Path(log_dir)
+        if case.launch == "ps":
+            with LocalPSCluster(script, num_workers=2, num_ps=1, log_dir=logs, env=base, cwd=cwd) as cluster:
+                code = cluster.wait("chief", 0, TIMEOUT_S)
+                assert code == 0, f"{case.script}: the chief exited with {code}:\n{cluster.logs()[-4000:]}"
+            return _prefixed(logs / "chief0.log", "chief")
+        if case.launch == "run2":
+            processes = launched_processes([script], 2, env=base, cwd=cwd, log_dir=logs)
+            labels = ["rank 0", "rank 1"]
+        else:
+            processes = [ScriptProcess(command[1:], env=dict(base, **extra), cwd=cwd, log_path=logs / f"rank{i}.log")
+                         for i, (command, extra) in enumerate(_commands(case))]
+            labels = [None] * len(processes)
+        _wait_all(processes, TIMEOUT_S)
+        outputs = [_prefixed(logs / f"rank{i}.log", label) for i, label in enumerate(labels)]
+        for process, output in zip(processes, outputs):
+            assert process.returncode == 0, f"{case.script} exited with {process.returncode}:\n{output[-4000:]}"
+        return outputs[0] if labels[0] is None else "".join(outputs)
+
+
+def _wait_all(processes: list[ScriptProcess], timeout_s: float) -> None:
+    """Waits until every process ended, one failed or ``timeout_s`` passed; then kills the ones left."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        while any(p.poll() is None for p in processes) and time.monotonic() < deadline:
+            if any(p.poll() not in (None, 0) for p in processes):  # its peers would wait for it until their timeout
+                break
+            time.sleep(0.05)
+    finally:
+        for process in processes:
+            process.kill()  # a no-op once it has ended
+            process.wait(5)
+
+
+def _prefixed(log: Path, label: str | None) -> str:
+    """The log's lines as the launcher passes them on: ``[label] `` first, torch's own ``[rankN]: `` dropped."""
+    text = log.read_text(errors="replace")
+    torch_prefix = f"[{label.replace(' ', '')}]: " if label else ""
+    return text if label is None else "".join(f"[{label}] {line.removeprefix(torch_prefix)}\n"
+                                              for line in text.splitlines())
+
+
 def check_case(case: Case, keras_home: Path, cwd: Path) -> float:
     """Runs the example in ``cwd`` and asserts it printed an accuracy at or above its threshold; returns it."""
-    output = _run(case, cwd, keras_home)
+    output = (_run_exec if case.script in EXEC_PATH else _run_warm)(case, cwd, keras_home)
     found = re.findall(case.accuracy, output)
     assert found, f"{case.script} printed no accuracy matching {case.accuracy!r}:\n{output[-4000:]}"
     accuracy = float(found[-1])
