@@ -98,7 +98,10 @@ def shard_module(module: nn.Module, *, mesh: DeviceMesh) -> nn.Module:
     """
     from torch.distributed.fsdp import FSDPModule, fully_shard
 
-    owners = [m for m in module.modules() if m is not module and any(True for _ in m.parameters(recurse=False))]
+    # NOTE: a module that only holds parameters (no forward of its own, as the per-layer holders of a Keras
+    # model) is never called, so FSDP's hooks on it would never gather its shard: it joins its parent's group.
+    owners = [m for m in module.modules() if m is not module and any(True for _ in m.parameters(recurse=False))
+              and type(m).forward is not nn.Module.forward]
     # NOTE: FSDP's default reshard_after_forward=True: a layer's gathered parameters are freed after
     # its forward and gathered again for its backward, so at most one layer is ever whole (least memory).
     for owner in reversed(owners):  # modules() is parents first: children get their own groups first

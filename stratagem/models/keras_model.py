@@ -99,6 +99,8 @@ class KerasModule(nn.Module):
         born_non_trainable = {id(v) for layer in all_layers(keras_model) for v in own_variables(layer)[1]}
         # (holder module, attribute name, variable) of each buffer, for _apply.
         self._buffer_variables: list[tuple[nn.Module, str, Any]] = []
+        # (holder module, attribute name, variable, its tensor) of each parameter, for forward.
+        self._parameter_variables: list[tuple[nn.Module, str, Any, nn.Parameter]] = []
         owners = _owners(self, keras_model)
         for variable in keras_model.weights:
             tensor = variable.value
@@ -113,10 +115,24 @@ class KerasModule(nn.Module):
                 self._buffer_variables.append((holder, name, variable))
             else:
                 holder.register_parameter(name, tensor)  # frozen layers: requires_grad=False, as Keras sets
+                self._parameter_variables.append((holder, name, variable, tensor))
 
     def forward(self, inputs: Any) -> Any:
         with keras_device(self.device):
-            return self.keras_model(inputs, training=self.training)
+            # A wrapper that registers other tensors in place of the variables' own (FSDP's gathered
+            # parameters under ShardedDataParallelStrategy) is only obeyed if Keras reads those: Keras reads
+            # its variables, so the call maps each swapped variable to the registered tensor.
+            swapped = [(variable, current) for holder, name, variable, own in self._parameter_variables
+                       if (current := getattr(holder, name)) is not own]
+            if not swapped:
+                return self.keras_model(inputs, training=self.training)
+            with imported_keras().StatelessScope(state_mapping=swapped) as scope:
+                outputs = self.keras_model(inputs, training=self.training)
+            for _, _, variable in self._buffer_variables:  # moving statistics the call updated, kept
+                updated = scope.get_current_value(variable)
+                if updated is not None:
+                    variable.assign(updated)
+            return outputs
 
     @property
     def device(self) -> torch.device:
