@@ -1,8 +1,9 @@
 """Gradient compression for the all-reduce strategies: bf16, fp16 and PowerSGD, on DDP's hooks.
 
 ``CommunicationOptions(compression=...)`` names one; ``register_compression``
-installs it on a DDP module, and ``all_reduce_compressed`` compresses one
-tensor's all-reduce outside DDP (what a Horovod-style optimizer calls). The
+installs it on a DDP module, ``all_reduce_compressed`` compresses one
+tensor's all-reduce outside DDP, and ``compress_tensor``/``decompress_tensor``
+are the cast each way (``stratagem.horovod``'s ``Compression.fp16`` is them). The
 hooks are torch's (``torch.distributed.algorithms.ddp_comm_hooks``), made to
 keep stratagem's SUM of the replicas' gradients (each replica's loss is
 already divided by the global batch): bf16/fp16 wrap our summing all-reduce
@@ -23,7 +24,7 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
 __all__ = ["PowerSGD", "Compression", "parse_compression", "register_compression", "all_reduce_compressed",
-           "refuse_compression"]
+           "compress_tensor", "decompress_tensor", "refuse_compression"]
 
 _CAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -114,9 +115,31 @@ def all_reduce_compressed(tensor: torch.Tensor, compression: Compression, *, gro
         out = tensor.detach().clone()
         dist.all_reduce(out, group=group)
         return out
-    packed = tensor.detach().to(_CAST[compression])
+    packed, dtype = compress_tensor(tensor.detach(), compression)
     dist.all_reduce(packed, group=group)
-    return packed.to(tensor.dtype)
+    return decompress_tensor(packed, dtype)
+
+
+def compress_tensor(tensor: torch.Tensor, compression: Compression) -> tuple[torch.Tensor, torch.dtype | None]:
+    """``tensor`` as it travels under ``compression`` (``None``, ``"bf16"``, ``"fp16"``), and the dtype to restore.
+
+    A floating-point tensor is cast to the compressed dtype (a new tensor);
+    anything else, and every tensor under ``None``, travels as it is (the same
+    tensor; integers stay exact). ``decompress_tensor`` undoes it. This is
+    also Horovod's ``hvd.Compression.none``/``fp16``.
+    """
+    compression = parse_compression(compression)
+    if isinstance(compression, PowerSGD):
+        raise ValueError("PowerSGD compresses DDP's gradient buckets, not a lone tensor. Use 'bf16' or 'fp16'. "
+                         f"Received: compression={compression!r}")
+    if compression is None or not tensor.is_floating_point():
+        return tensor, None
+    return tensor.to(_CAST[compression]), tensor.dtype
+
+
+def decompress_tensor(tensor: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
+    """The tensor ``compress_tensor`` sent, back in ``dtype`` (``None``: as it is)."""
+    return tensor if dtype is None else tensor.to(dtype)
 
 
 def refuse_compression(options: Any, strategy_name: str, how: str) -> None:

@@ -1,11 +1,9 @@
-"""Horovod's gradient compressors: ``Compression.none`` and ``Compression.fp16``.
+"""Horovod's gradient compressors, ``Compression.none`` and ``Compression.fp16``: names over ``distribute.compression``.
 
 A compressor turns a tensor into what travels (``compress`` returns it and a
 context) and back (``decompress``), around the all-reduce. Users may write
-their own with the same two static methods, as in Horovod. This is Horovod's
-interface over single tensors, which the ``DistributedOptimizer``'s
-per-gradient asynchronous all-reduces need; ``stratagem.distribute.compression``
-compresses DDP's gradient buckets for the strategies instead.
+their own with the same two static methods, as in Horovod. The casts are
+``stratagem.distribute.compression``'s, the package's one compression module.
 """
 
 from __future__ import annotations
@@ -13,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+from stratagem.distribute.compression import compress_tensor, decompress_tensor
 
 __all__ = ["Compressor", "NoneCompressor", "FP16Compressor", "Compression"]
 
@@ -36,25 +36,23 @@ class NoneCompressor(Compressor):
 
     @staticmethod
     def compress(tensor: torch.Tensor) -> tuple[torch.Tensor, Any]:
-        return tensor, None
+        return compress_tensor(tensor, None)
 
     @staticmethod
     def decompress(tensor: torch.Tensor, ctx: Any) -> torch.Tensor:
-        return tensor
+        return decompress_tensor(tensor, ctx)
 
 
 class FP16Compressor(Compressor):
-    """Sends floating-point tensors as float16 (half the bytes) and casts the result back."""
+    """Sends floating-point tensors as float16 (half the bytes) and casts the result back; integers exactly."""
 
     @staticmethod
     def compress(tensor: torch.Tensor) -> tuple[torch.Tensor, Any]:
-        if not tensor.is_floating_point():  # integers are sent exactly, as Horovod does
-            return tensor, None
-        return tensor.to(torch.float16), tensor.dtype
+        return compress_tensor(tensor, "fp16")
 
     @staticmethod
     def decompress(tensor: torch.Tensor, ctx: Any) -> torch.Tensor:
-        return tensor if ctx is None else tensor.to(ctx)
+        return decompress_tensor(tensor, ctx)
 
 
 class Compression:
