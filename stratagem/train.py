@@ -437,7 +437,7 @@ def _kind(value: Any, name: str) -> str:
     if isinstance(value, torch.Tensor):
         return "tensor"
     if callable(getattr(value, "state_dict", None)) and callable(getattr(value, "load_state_dict", None)):
-        return "torch_optimizer"  # torch optimizers and stratagem's DistributedOptimizer
+        return "torch_optimizer"  # torch optimizers and stratagem's StrategyOptimizer (a strategy's update step)
     if callable(getattr(value, "assign", None)) and isinstance(getattr(value, "value", None), torch.Tensor):
         return "variable"  # tf.Variable
     if callable(getattr(value, "get_state", None)) and callable(getattr(value, "set_state", None)):

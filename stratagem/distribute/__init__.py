@@ -14,7 +14,7 @@ from stratagem.distribute.context import get_strategy, has_strategy
 from stratagem.distribute.input_context import InputContext
 from stratagem.distribute.input_lib import DistributedDataset, InputOptions
 from stratagem.distribute.capabilities import (
-    AppliesUpdates, DistributedOptimizer, HoldsRemoteState, SchedulesSteps, ShardsVariables, SupportsNoSync,
+    AppliesUpdates, StrategyOptimizer, HoldsRemoteState, SchedulesSteps, ShardsVariables, SupportsNoSync,
 )
 from stratagem.distribute.compression import PowerSGD
 from stratagem.distribute.mirrored import MirroredStrategy
@@ -44,7 +44,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "AppliesUpdates", "DistributedDataset", "PowerSGD", "SupportsNoSync", "InputOptions", "DistributedOptimizer", "HoldsRemoteState", "SchedulesSteps",
+    "AppliesUpdates", "DistributedDataset", "PowerSGD", "SupportsNoSync", "InputOptions", "StrategyOptimizer", "HoldsRemoteState", "SchedulesSteps",
     "CentralStorageStrategy", "ClusterCoordinator", "ParameterServerStrategy", "PerWorkerValues", "RemoteValue", "ClusterResolver", "ClusterSpec", "CommunicationImplementation", "CommunicationOptions", "FixedShardsPartitioner", "InputContext", "MaxSizePartitioner", "MinSizePartitioner",
     "MirroredStrategy", "MultiWorkerMirroredStrategy", "OneDeviceStrategy", "PerReplica", "ReduceOp",
     "ShardedDataParallelStrategy", "ShardsVariables", "SimpleClusterResolver", "SlurmClusterResolver", "Strategy", "TFConfigClusterResolver",

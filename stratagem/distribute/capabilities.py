@@ -102,8 +102,12 @@ class SupportsNoSync(Protocol):
         ...
 
 
-class DistributedOptimizer:
+class StrategyOptimizer:
     """A torch optimizer whose ``step()`` is a strategy's update; everything else is the optimizer's.
+
+    What ``strategy.distribute_optimizer`` returns where the strategy updates
+    the variables itself (central storage, parameter servers). Not Horovod's
+    ``hvd.DistributedOptimizer``, which all-reduces the gradients before the step.
 
     Args:
         optimizer: The torch optimizer over the model's parameters.
@@ -137,4 +141,4 @@ class DistributedOptimizer:
         self.optimizer.load_state_dict(state)
 
     def __repr__(self) -> str:
-        return f"DistributedOptimizer({type(self.optimizer).__name__})"
+        return f"StrategyOptimizer({type(self.optimizer).__name__})"

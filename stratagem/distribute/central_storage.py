@@ -20,7 +20,7 @@ from torch.optim.optimizer import register_optimizer_step_pre_hook
 from typing_extensions import override
 
 from stratagem.distribute import collectives
-from stratagem.distribute.capabilities import DistributedOptimizer
+from stratagem.distribute.capabilities import StrategyOptimizer
 from stratagem.distribute.compression import refuse_compression
 from stratagem.distribute.mirrored import OneHostStrategy
 from stratagem.distribute.one_device import parse_device
@@ -113,9 +113,9 @@ class CentralStorageStrategy(OneHostStrategy):
             f"Received: optimizer={type(optimizer).__name__}"
         )
 
-    def wrap_optimizer(self, optimizer: torch.optim.Optimizer) -> DistributedOptimizer:
+    def wrap_optimizer(self, optimizer: torch.optim.Optimizer) -> StrategyOptimizer:
         """``optimizer`` stepped centrally: gradients summed onto the chief, new values broadcast (``AppliesUpdates``)."""
-        return DistributedOptimizer(optimizer, self._central_step)
+        return StrategyOptimizer(optimizer, self._central_step)
 
     def _central_step(self, optimizer: torch.optim.Optimizer) -> None:
         params = [p for group in optimizer.param_groups for p in group["params"]]

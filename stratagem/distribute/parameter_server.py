@@ -36,7 +36,7 @@ import torch
 from torch import nn
 from typing_extensions import override
 
-from stratagem.distribute.capabilities import DistributedOptimizer
+from stratagem.distribute.capabilities import StrategyOptimizer
 from stratagem.distribute.compression import refuse_compression
 from stratagem.distribute.cluster import CHIEF, PS, WORKER, ClusterResolver, TFConfigClusterResolver
 from stratagem.distribute.input_context import InputContext
@@ -218,7 +218,7 @@ class ParameterServerStrategy(Strategy):
         )
 
     # ---- capabilities (stratagem.distribute.capabilities) ---------------------------
-    def wrap_optimizer(self, optimizer: torch.optim.Optimizer) -> DistributedOptimizer:
+    def wrap_optimizer(self, optimizer: torch.optim.Optimizer) -> StrategyOptimizer:
         """``optimizer`` whose ``step()`` pushes the gradients of server-held parameters (``AppliesUpdates``)."""
         clip = next((group["global_clipnorm"] for group in optimizer.param_groups if group.get("global_clipnorm")), None)
         if clip is not None:
@@ -228,7 +228,7 @@ class ParameterServerStrategy(Strategy):
                 "parameter server applies the updates of its own variables only, so the result would differ from "
                 "Keras silently. Use clipnorm (per variable) or clipvalue instead. "
                 f"Received: global_clipnorm={clip}")
-        return DistributedOptimizer(optimizer, self._push_then_step_local)
+        return StrategyOptimizer(optimizer, self._push_then_step_local)
 
     def capture_remote_state(self) -> Any:
         """On the chief: every server's snapshot (call between steps, e.g. after ``join``)."""

@@ -19,7 +19,7 @@ from torch import nn
 
 from stratagem._nest import map_structure
 from stratagem.distribute import context
-from stratagem.distribute.capabilities import AgreesThroughStore, AppliesUpdates, DistributedOptimizer, NeedsCoordinator
+from stratagem.distribute.capabilities import AgreesThroughStore, AppliesUpdates, StrategyOptimizer, NeedsCoordinator
 from stratagem.distribute.cluster import ClusterResolver
 from stratagem.distribute.input_context import InputContext
 from stratagem.distribute.input_lib import DistributedDataset, InputOptions, check_input_options
@@ -240,7 +240,7 @@ class Strategy(abc.ABC):
         """
         return self._wrap_module(module)
 
-    def distribute_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer | DistributedOptimizer:
+    def distribute_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer | StrategyOptimizer:
         """Returns ``optimizer`` as this strategy steps it, for custom training loops.
 
         Under the all-reduce strategies gradients are already summed in backward,

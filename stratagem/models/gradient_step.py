@@ -19,7 +19,7 @@ from torch import nn
 
 from stratagem._nest import map_structure
 from stratagem._torch_internals import foreach
-from stratagem.distribute.capabilities import DistributedOptimizer, SchedulesSteps, SupportsNoSync
+from stratagem.distribute.capabilities import StrategyOptimizer, SchedulesSteps, SupportsNoSync
 from stratagem.distribute.strategy import Strategy
 from stratagem.errors import ConfigurationError
 from stratagem.mixed_precision import DTypePolicy, LossScaleOptimizer
@@ -39,7 +39,7 @@ class GradientStep:
         policy: The model's dtype policy.
     """
 
-    def __init__(self, strategy: Strategy, optimizer: Optimizer, updater: torch.optim.Optimizer | DistributedOptimizer,
+    def __init__(self, strategy: Strategy, optimizer: Optimizer, updater: torch.optim.Optimizer | StrategyOptimizer,
                  sync_module: nn.Module, policy: DTypePolicy) -> None:
         self._strategy, self._optimizer, self._updater = strategy, optimizer, updater
         self._sync_module, self._policy = sync_module, policy

@@ -25,7 +25,7 @@ from stratagem.callbacks.backup_and_restore import BackupAndRestore
 from stratagem.callbacks.keras_callback import KerasCallback, is_keras_callback
 from stratagem.data.ops.shuffle import mix_seed
 from stratagem.distribute import context
-from stratagem.distribute.capabilities import DistributedOptimizer, SchedulesSteps, ShardsVariables
+from stratagem.distribute.capabilities import StrategyOptimizer, SchedulesSteps, ShardsVariables
 from stratagem.distribute.input_lib import shared_seed
 from stratagem.distribute.strategy import Strategy
 from stratagem.models import fit_loop, keras_saving
@@ -76,7 +76,7 @@ class Model:
         self.input_wait_fraction = 0.0  # share of the last epoch spent waiting for input (see runners)
         self._input_spec: Any = None  # shapes/dtypes of the first x seen; save() exports with them
         # The optimizer as the strategy steps it (distribute_optimizer).
-        self._updater: torch.optim.Optimizer | DistributedOptimizer | None = None
+        self._updater: torch.optim.Optimizer | StrategyOptimizer | None = None
         self._gradient_step: GradientStep | None = None  # autocast, loss scaling, accumulation (compile)
         self._forward: Any = self.module  # what test/predict steps call: torch.compile'd with jit_compile=True
         self.dtype_policy = mixed_precision.global_policy()  # read when built, as Keras layers do
