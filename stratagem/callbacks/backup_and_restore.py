@@ -7,8 +7,9 @@ completes, the backups are deleted (``delete_checkpoint=True``), so a later
 with one folder: each backup records which of the process's ``fit`` calls
 (on that folder) took it, so a restarted script skips the calls that had
 completed before the kill (their results come back with the backup of the
-later one) and resumes the interrupted one exactly. The backup is written by the
-chief, atomically; the two newest are kept, and a damaged newest one, or one
+later one) and resumes the interrupted one exactly. The backup is a training-state file
+(``checkpoint.state``: one format and one reader with the Estimator's checkpoints and
+``hvd.elastic``'s state), written by the chief, atomically; the two newest are kept, and a damaged newest one, or one
 of another model, falls back to the one before with a warning. Every replica
 must see ``backup_dir`` (a shared folder across hosts).
 Under a strategy that shards the weights (``ShardedDataParallelStrategy``)
@@ -31,7 +32,8 @@ from typing import Any
 
 from stratagem.callbacks.callback import Callback, check_path
 from stratagem.checkpoint import state as training_state
-from stratagem.checkpoint.io import load_state, remove_stale_temporaries, save_state
+from stratagem.checkpoint.io import remove_stale_temporaries
+from stratagem.checkpoint.state import StateKind, shards_dir_for
 from stratagem.errors import CheckpointError
 
 _NAME = re.compile(r"^backup-(\d+)\.pt$")
@@ -83,21 +85,21 @@ class BackupAndRestore(Callback):
         skipped: list[str] = []
         for path in backups:
             try:
-                state = load_state(path)
+                state = training_state.read(path, kind=StateKind.BACKUP)
                 training_state.check_fits(self.model, state, str(path))
             except CheckpointError as err:
                 warnings.warn(f"Skipping a damaged backup or one of another model; trying the previous one: {err}",
                               stacklevel=2)
                 skipped.append(str(err))
                 continue
-            fit_index = int(state.get("fit_index", self._fit_index))
+            fit_index = int(state["counters"].get("fit_index", self._fit_index))
             if fit_index < self._fit_index:
                 return  # an earlier fit's backup, about to be deleted: this fit starts fresh
             if fit_index > self._fit_index:
                 self.fit_state.finish()  # this fit had completed before a restart: the later fit resumes
                 self._done_before_restart = True
                 return
-            training_state.restore(self.model, self.fit_state, self._others(), state, shards_dir=_shards_dir(path))
+            training_state.restore(self.model, self.fit_state, self._others(), state, shards_dir=shards_dir_for(path))
             self.restored_from = str(path)
             return
         if skipped:
@@ -126,11 +128,10 @@ class BackupAndRestore(Callback):
         self._counter += 1  # on every replica: all of them write shards under this number when sharded
         path = self.backup_dir / f"backup-{self._counter}.pt"
         state = training_state.capture(self.model, self.fit_state, self._others(),
-                                       shards_dir=_shards_dir(path))  # a collective: every replica calls it
+                                       shards_dir=shards_dir_for(path))  # a collective: every replica calls it
         if not self.model.distribute_strategy.is_chief:
             return
-        state["fit_index"] = self._fit_index
-        save_state(path, state)
+        training_state.write(path, state, kind=StateKind.BACKUP, counters={"fit_index": self._fit_index})
         for old in self._backups_newest_first()[_KEEP:]:
             _remove_backup(old)
 
@@ -157,11 +158,6 @@ def _number(path: Path) -> int:
     return int(_NAME.match(path.name).group(1))  # type: ignore[union-attr]
 
 
-def _shards_dir(path: Path) -> Path:
-    """Where the replicas' shards of backup ``path`` go, when the strategy shards the weights."""
-    return path.with_name(f"{path.stem}.shards")
-
-
 def _remove_backup(path: Path) -> None:
     path.unlink(missing_ok=True)  # the file first: without it, the shards are no backup
-    shutil.rmtree(_shards_dir(path), ignore_errors=True)
+    shutil.rmtree(shards_dir_for(path), ignore_errors=True)

@@ -1,4 +1,4 @@
-"""Checkpoint files: atomic writes, safe loads, sharded checkpoints, and the training state behind backup-and-restore."""
+"""Checkpoint files: atomic writes, safe loads, sharded checkpoints, and the one training-state format (``state``)."""
 
 from stratagem.checkpoint.io import latest_checkpoint, load_state, save_state
 

@@ -1,32 +1,144 @@
-"""``TrainingState``: everything a restarted job needs to continue as if never stopped.
+"""The one training-state format: its writer, its reader, and ``fit``'s capture and restore.
 
-Captured: weights, optimizer state, where ``fit`` stands (the ``FitState``:
-epoch, step, data position with the agreed shuffle seed), the running sums of
-the epoch's metrics, every replica's torch RNG state (gathered to the chief),
-the numpy and Python RNG states of the chief, the state of the other callbacks
-(``get_state()`` / ``set_state()``) and state the strategy holds elsewhere
-(``HoldsRemoteState``: parameter servers). Capturing is one collective (the
-RNG gather), so every replica calls it; only the chief writes the file. Under a
-strategy that ``ShardsVariables`` no process holds all the weights and optimizer
-state: every replica writes its shards to a folder beside the file
-(``checkpoint.sharded``), and the file holds the rest.
+A training state is what a restarted job needs to continue as if never stopped. Three
+writers keep one: ``BackupAndRestore`` (``backup-N.pt``), the Estimator
+(``model.ckpt-<step>.pt``) and ``hvd.elastic``'s ``TorchState.commit`` (the
+``STRATAGEM_ELASTIC_STATE`` file). Each file holds the weights and the optimizer state
+(``module_state``), the ``kind`` of writer, and that writer's own ``counters`` (the
+Estimator's global step; the elastic values and samplers; which ``fit`` call of the
+process took a backup). ``write`` is the one writer (atomic, ``checkpoint.io``) and
+``read`` the one reader (``checkpoint.unpickling``: no code runs); files of earlier
+versions, whose layouts differed per writer, are read and upgraded by ``read``.
+
+The sharded form: under a strategy that ``ShardsVariables`` no process holds all the
+weights and optimizer state, so every replica writes its shards to the folder
+``shards_dir_for(path)`` beside the file (``checkpoint.sharded``, torch's DCP), the file
+records ``sharded`` and holds the rest, and ``restore`` reads the shards from there.
+
+Captured by ``fit`` besides (``capture``): where ``fit`` stands (the ``FitState``: epoch,
+step, data position with the agreed shuffle seed), the running sums of the epoch's
+metrics, every replica's torch RNG state (gathered to the chief), the numpy and Python
+RNG states of the chief, the state of the other callbacks (``get_state()`` /
+``set_state()``) and state the strategy holds elsewhere (``HoldsRemoteState``: parameter
+servers). Capturing is one collective (the RNG gather), so every replica calls it; only
+the chief writes the file.
+
+Not here, by purpose: ``Model.save_weights`` (weights only, Keras's API for sharing them),
+``Model.save`` (an exported model for serving, ``models.saving``), and
+``tf.train.Checkpoint`` (the objects a user names, ``stratagem.train``).
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import random
 import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from stratagem.errors import CheckpointError
+from stratagem.checkpoint.io import load_state, save_state
 from stratagem.distribute.capabilities import HoldsRemoteState, ShardsVariables
+from stratagem.errors import CheckpointError
 
-FORMAT_VERSION = 1
+# 1: BackupAndRestore's file before the Estimator and hvd.elastic shared the format (each had its own then).
+FORMAT_VERSION = 2
+
+
+class StateKind(str, enum.Enum):
+    """Which writer made a training-state file, and so which ``counters`` it holds."""
+
+    BACKUP = "backup"  # BackupAndRestore: fit's sections too; counters: fit_index
+    ESTIMATOR = "estimator"  # Estimator's model.ckpt-<step>.pt; counters: global_step
+    ELASTIC = "elastic"  # hvd.elastic's TorchState; counters: values, samplers
+
+
+_WRITERS = {StateKind.BACKUP: "BackupAndRestore", StateKind.ESTIMATOR: "an Estimator",
+            StateKind.ELASTIC: "hvd.elastic (TorchState.commit)"}
+
+
+def module_state(module: torch.nn.Module | None, optimizer: Any) -> dict[str, Any]:
+    """The part every training state holds: copies of ``module``'s weights (on the CPU) and ``optimizer``'s state."""
+    return {
+        "weights": {k: v.detach().cpu().clone() for k, v in module.state_dict().items()} if module is not None else {},
+        "optimizer": optimizer.state_dict() if optimizer is not None else {},
+        "sharded": False,
+    }
+
+
+def load_module_state(module: torch.nn.Module | None, optimizer: Any, state: dict[str, Any]) -> None:
+    """Puts ``module_state``'s part back: the weights, and the optimizer state if ``optimizer`` is given and saved."""
+    if module is not None:
+        module.load_state_dict(state["weights"])
+    if optimizer is not None and state.get("optimizer"):
+        optimizer.load_state_dict(state["optimizer"])
+
+
+def shards_dir_for(path: str | os.PathLike[str]) -> Path:
+    """The folder of the replicas' shards of the training-state file ``path``, in its sharded form."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.shards")
+
+
+def write(path: str | os.PathLike[str], state: dict[str, Any], *, kind: StateKind, counters: dict[str, Any]) -> None:
+    """Writes the training-state file ``path`` atomically: ``state`` (``module_state`` and more), kind and counters.
+
+    The one writer: a reader sees the previous file or this one, never half of one.
+    """
+    save_state(path, {**state, "format": FORMAT_VERSION, "kind": StateKind(kind).value, "counters": counters})
+
+
+def read(path: str | os.PathLike[str], *, kind: StateKind) -> dict[str, Any]:
+    """Reads a training-state file written by ``kind``'s writer, of this version or an earlier one.
+
+    The one reader: nothing in the file runs (``checkpoint.unpickling``), and a file of an
+    earlier version comes back in this version's layout.
+
+    Raises:
+        CheckpointError: If the file is missing, damaged or unsafe, is not a training state,
+            was written by another kind of writer, or by a newer stratagem.
+    """
+    path = str(path)
+    state = _upgraded(load_state(path), path)
+    kind = StateKind(kind)
+    if state["kind"] != kind.value:
+        written_by = _WRITERS.get(StateKind(state["kind"])) if state["kind"] in StateKind._value2member_map_ else None
+        raise CheckpointError(
+            f"{path!r} is the training state of {written_by or repr(state['kind'])}, not of {_WRITERS[kind]}: "
+            f"each keeps its own file. Point {_WRITERS[kind]} at its own file or folder. "
+            f"Received: kind={state['kind']!r}, expected {kind.value!r}")
+    return state
+
+
+def _upgraded(state: dict[str, Any], path: str) -> dict[str, Any]:
+    """``state`` in this version's layout; the files of earlier versions are recognized by their keys."""
+    version = state.get("format")
+    if version == FORMAT_VERSION and "kind" in state and isinstance(state.get("counters"), dict):
+        return state
+    if version == 1:  # BackupAndRestore's backup-N.pt before version 2: the fit call's index at the top
+        counters = {"fit_index": state["fit_index"]} if "fit_index" in state else {}
+        upgraded = {k: v for k, v in state.items() if k != "fit_index"}
+        return {**upgraded, "format": FORMAT_VERSION, "kind": StateKind.BACKUP.value, "counters": counters}
+    if version is None and {"global_step", "weights"} <= set(state):  # the Estimator's model.ckpt-<step>.pt
+        return {"format": FORMAT_VERSION, "kind": StateKind.ESTIMATOR.value, "weights": state["weights"],
+                "optimizer": state.get("optimizer") or {}, "sharded": False,
+                "counters": {"global_step": state["global_step"]}}
+    if version is None and {"model", "optimizer", "values", "samplers"} <= set(state):  # hvd.elastic's file
+        return {"format": FORMAT_VERSION, "kind": StateKind.ELASTIC.value, "weights": state["model"],
+                "optimizer": state["optimizer"], "sharded": False,
+                "counters": {"values": state["values"], "samplers": state["samplers"]}}
+    if isinstance(version, int) and version > FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path!r} was written by a newer stratagem (training-state format {version}; this one reads up to "
+            f"{FORMAT_VERSION}). Upgrade stratagem to read it. Received: format={version!r}")
+    raise CheckpointError(
+        f"{path!r} is not a training state stratagem wrote: it lacks the format, kind and counters of one, and is "
+        "not a file of an earlier version. Use a file BackupAndRestore, an Estimator or hvd.elastic wrote, or "
+        f"delete this one. Received: format={version!r}, keys={sorted(state)[:12]}")
 
 
 def capture(model: Any, fit_state: Any, callbacks: list[Any], *, shards_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
@@ -47,12 +159,12 @@ def capture(model: Any, fit_state: Any, callbacks: list[Any], *, shards_dir: str
         save_sharded(shards_dir, model)  # every replica writes its own shards; the folder appears complete or not at all
     all_torch_rng = _gather_rng_states(strategy)
     np_state: Any = np.random.get_state(legacy=True)  # ('MT19937', keys, pos, has_gauss, cached_gaussian)
+    # Sharded: the weights and optimizer state are in the shards folder, not in the file.
+    weights = {"weights": None, "optimizer": None, "sharded": True} if sharded \
+        else module_state(model.module, model.optimizer)
     return {
-        "format": FORMAT_VERSION,
+        **weights,
         "world_size": strategy.num_replicas_in_sync,
-        "sharded": sharded,
-        "weights": None if sharded else {k: v.detach().cpu().clone() for k, v in model.module.state_dict().items()},
-        "optimizer": None if sharded else model.optimizer.state_dict(),
         "position": json.dumps(fit_state.state()),
         "metrics": [[float(v) for v in metric.variables] for metric in model.metrics],
         "rng_torch": all_torch_rng,
@@ -91,8 +203,7 @@ def restore(model: Any, fit_state: Any, callbacks: list[Any], state: dict[str, A
 
         load_sharded(shards_dir, model)  # a collective: every replica reads the pieces its shards cover
     else:
-        model.module.load_state_dict(state["weights"])
-        model.optimizer.load_state_dict(state["optimizer"])
+        load_module_state(model.module, model.optimizer, state)
     fit_state.restore(json.loads(state["position"]))
     for metric, values in zip(model.metrics, state["metrics"]):
         for variable, value in zip(metric.variables, values):

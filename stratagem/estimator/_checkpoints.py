@@ -1,8 +1,9 @@
 """The Estimator's checkpoint files: ``model_dir/model.ckpt-<global step>.pt``.
 
-Each file holds the module's state, the optimizer's state and the global
-step, written atomically by ``stratagem.checkpoint.io`` (a reader never sees
-half a file) and read without running code from it. Only the chief calls
+Each file is a training state (``stratagem.checkpoint.state``: the module's and the
+optimizer's state) with the global step as its counter, written atomically by the
+one writer (a reader never sees half a file) and read by the one reader, which runs
+no code from it and also reads the files of earlier versions. Only the chief calls
 ``save``; every process may read.
 """
 
@@ -12,7 +13,8 @@ import os
 import re
 from typing import Any
 
-from stratagem.checkpoint.io import load_state, save_state
+from stratagem.checkpoint import state as training_state
+from stratagem.checkpoint.state import StateKind
 
 _NAME = re.compile(r"^model\.ckpt-(\d+)\.pt$")
 
@@ -39,12 +41,8 @@ def latest(model_dir: str) -> tuple[int, str] | None:
 def save(model: Any, model_dir: str, global_step: int, keep_checkpoint_max: int | None) -> str:
     """Writes ``model``'s state at ``global_step`` and deletes all but the newest ``keep_checkpoint_max``."""
     path = path_for(model_dir, global_step)
-    state: dict[str, Any] = {
-        "global_step": int(global_step),
-        "weights": {k: v.detach().cpu().clone() for k, v in model.module.state_dict().items()},
-        "optimizer": model.optimizer.state_dict() if model.optimizer is not None else {},
-    }
-    save_state(path, state)
+    training_state.write(path, training_state.module_state(model.module, model.optimizer), kind=StateKind.ESTIMATOR,
+                         counters={"global_step": int(global_step)})
     if keep_checkpoint_max:
         for _, old in all_checkpoints(model_dir)[:-keep_checkpoint_max]:
             try:
@@ -54,10 +52,13 @@ def save(model: Any, model_dir: str, global_step: int, keep_checkpoint_max: int 
     return path
 
 
+def read(path: str) -> dict[str, Any]:
+    """The checkpoint at ``path`` (``checkpoint.state.read``: safe, and upgraded if of an earlier version)."""
+    return training_state.read(path, kind=StateKind.ESTIMATOR)
+
+
 def restore(model: Any, path: str, *, optimizer: bool) -> int:
     """Loads the module's (and with ``optimizer`` the optimizer's) state from ``path``; returns its global step."""
-    state = load_state(path)
-    model.module.load_state_dict(state["weights"])
-    if optimizer and state.get("optimizer") and model.optimizer is not None:
-        model.optimizer.load_state_dict(state["optimizer"])
-    return int(state["global_step"])
+    state = read(path)
+    training_state.load_module_state(model.module, model.optimizer if optimizer else None, state)
+    return int(state["counters"]["global_step"])

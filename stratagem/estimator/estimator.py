@@ -80,7 +80,8 @@ class Estimator:
             logger.warning("Using temporary folder as model_dir: %s", folder)
         self._config = config.replace(model_dir=folder) if config.model_dir != folder else config
         self._model_fn, self._params = model_fn, dict(params or {})
-        self._models: dict[int, tuple[Any, Model]] = {}  # id(strategy) -> (strategy, model bound to it)
+        # (id(strategy), mode) -> (strategy, model bound to it, built for that mode)
+        self._models: dict[tuple[int, ModeKeys], tuple[Any, Model]] = {}
         self._local: OneDeviceStrategy | None = None
         if config.tf_random_seed is not None:
             _seed_everything(config.tf_random_seed)
@@ -104,10 +105,7 @@ class Estimator:
 
     def get_variable_names(self) -> list[str]:
         """The names of the saved module state in the newest checkpoint."""
-        from stratagem.checkpoint.io import load_state
-
-        path = self._require_checkpoint(None)
-        return sorted(load_state(path)["weights"])
+        return sorted(_checkpoints.read(self._require_checkpoint(None))["weights"])
 
     # ---- train ------------------------------------------------------------------
     def train(self, input_fn: Callable[..., Any], hooks: Sequence[Callback] | None = None, steps: int | None = None,
@@ -240,12 +238,17 @@ class Estimator:
             lambda context: call_input_fn(input_fn, context, mode=mode, params=self._params, config=self._config))
 
     def _model(self, strategy: Any, mode: ModeKeys, first_batch: Callable[[], Any]) -> Model:
-        """The model bound to ``strategy`` (made once per strategy)."""
-        entry = self._models.get(id(strategy))
+        """The model bound to ``strategy`` for ``mode`` (made once per strategy and mode).
+
+        Per mode: an EVAL or PREDICT model has no optimizer that steps, so a TRAIN call after
+        an ``evaluate`` on the same strategy must not reuse it.
+        """
+        key = (id(strategy), mode)
+        entry = self._models.get(key)
         if entry is None or entry[0] is not strategy:
             with strategy.scope():
                 model = self._build_model(mode, first_batch)
-            entry = self._models[id(strategy)] = (strategy, model)
+            entry = self._models[key] = (strategy, model)
         return entry[1]
 
     def _build_model(self, mode: ModeKeys, first_batch: Callable[[], Any]) -> Model:

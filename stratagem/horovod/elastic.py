@@ -4,8 +4,9 @@ Horovod retries a failed step inside the same processes; under
 torch.distributed.elastic the agents restart the worker processes instead
 (a lost host is dropped, a new one joins at the next rendezvous). So here a
 commit must outlive the process: ``TorchState.commit()`` also writes the state
-to the file named by ``STRATAGEM_ELASTIC_STATE`` (atomically, loaded without
-unpickling), and ``run`` restores it on the next start, then syncs every rank
+to the file named by ``STRATAGEM_ELASTIC_STATE`` (a training state of
+``stratagem.checkpoint.state``: written atomically, read by the one reader, which
+runs no code from it), and ``run`` restores it on the next start, then syncs every rank
 from rank 0. Without that variable commits stay in memory, as Horovod's, and
 a restart begins from the initial state. ``ElasticSampler`` shards the
 examples not yet processed in the epoch over the current workers; every rank
@@ -22,7 +23,8 @@ from typing import Any
 
 import torch
 
-from stratagem.checkpoint.io import load_state, save_state
+from stratagem.checkpoint import state as training_state
+from stratagem.checkpoint.state import StateKind
 from stratagem.horovod.basics import rank, size
 from stratagem.horovod.broadcast import broadcast_optimizer_state, broadcast_parameters
 from stratagem.horovod.objects import broadcast_object
@@ -138,18 +140,21 @@ class TorchState:
         self.save()
         path = os.environ.get(STATE_FILE_ENV)
         if path and rank() == 0 and self._saved is not None:
-            save_state(path, self._saved)
+            # The one training-state format: weights and optimizer, with the values and samplers as counters.
+            training_state.write(path, self._saved, kind=StateKind.ELASTIC, counters=self._saved["counters"])
 
     def check_host_updates(self) -> None:
         """Horovod checks for added hosts here; the elastic agents restart the workers to take them in."""
 
     def save(self) -> None:
         self._saved = {
-            "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()} if self.model else {},
-            "optimizer": self.optimizer.state_dict() if self.optimizer else {},
-            "values": {n: getattr(self, n) for n in self._names if not isinstance(getattr(self, n), ElasticSampler)},
-            "samplers": {n: getattr(self, n).state_dict() for n in self._names
-                         if isinstance(getattr(self, n), ElasticSampler)},
+            **training_state.module_state(self.model, self.optimizer),
+            "counters": {
+                "values": {n: getattr(self, n) for n in self._names
+                           if not isinstance(getattr(self, n), ElasticSampler)},
+                "samplers": {n: getattr(self, n).state_dict() for n in self._names
+                             if isinstance(getattr(self, n), ElasticSampler)},
+            },
         }
 
     def on_reset(self) -> None:
@@ -162,13 +167,10 @@ class TorchState:
         saved = saved if saved is not None else self._saved
         if saved is None:
             return
-        if self.model is not None:
-            self.model.load_state_dict(saved["model"])
-        if self.optimizer is not None and saved["optimizer"]:
-            self.optimizer.load_state_dict(saved["optimizer"])
-        for name, value in saved["values"].items():
+        training_state.load_module_state(self.model, self.optimizer, saved)
+        for name, value in saved["counters"]["values"].items():
             setattr(self, name, value)
-        for name, sampler_state in saved["samplers"].items():
+        for name, sampler_state in saved["counters"]["samplers"].items():
             getattr(self, name).load_state_dict(sampler_state)
 
     def sync(self) -> None:
@@ -206,7 +208,7 @@ def run(func: Callable[..., Any]) -> Callable[..., Any]:
         path = os.environ.get(STATE_FILE_ENV)
         resumed = bool(path) and os.path.exists(str(path))  # the same on every rank: the file is shared
         if resumed and rank() == 0:
-            state.restore(load_state(str(path)))
+            state.restore(training_state.read(str(path), kind=StateKind.ELASTIC))
         state.sync()
         if resumed:
             state.on_reset()

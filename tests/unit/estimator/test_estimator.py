@@ -63,7 +63,7 @@ def test_train_twice_adds_steps_and_resumes_weights_and_adam_state(tmp_path: Pat
     reference = _compiled_model()
     batches = list(_input_fn()())[:3] * 2
     reference.fit(batches, epochs=1, verbose=0, shuffle=False)
-    estimator_model = second._models[id(second._local_strategy())][1]
+    estimator_model = second._models[(id(second._local_strategy()), ModeKeys.TRAIN)][1]
     for name, value in _weights(reference.module).items():
         torch.testing.assert_close(estimator_model.module.state_dict()[name], value, rtol=0, atol=1e-6)
     assert second.evaluate(_input_fn())["global_step"] == 6
@@ -86,7 +86,7 @@ def test_evaluate_reports_loss_metrics_and_global_step_as_model_evaluate(tmp_pat
     results = estimator.evaluate(_input_fn(num=10, seed=3), name="test")
     assert set(results) == {"loss", "accuracy", "global_step"}
     assert estimator.get_variable_names() == ["linear.bias", "linear.weight"]
-    model = estimator._models[id(estimator._local_strategy())][1]
+    model = estimator._models[(id(estimator._local_strategy()), ModeKeys.EVAL)][1]
     x, y = _data(10, seed=3)
     expected = model.evaluate({"input_1": x}, y, batch_size=BATCH, verbose=0, return_dict=True)
     assert results["loss"] == pytest.approx(expected["loss"], rel=1e-6)
@@ -207,7 +207,7 @@ def test_export_saved_model_writes_a_loadable_folder(tmp_path: Path) -> None:
     x, _ = _data(3)
     path = estimator.export_saved_model(str(tmp_path / "export"), lambda: {"input_1": torch.from_numpy(x)})
     loaded = stratagem.models.load_model(path.decode())
-    model = estimator._models[id(estimator._local_strategy())][1]
+    model = estimator._models[(id(estimator._local_strategy()), ModeKeys.PREDICT)][1]
     with torch.no_grad():
         expected = model.module({"input_1": torch.from_numpy(x)}).numpy()
     np.testing.assert_allclose(loaded.predict({"input_1": x}), expected, rtol=1e-5, atol=1e-6)
