@@ -117,6 +117,44 @@ class AutotuneOptions(_OptionsBase):
 
 
 @dataclass
+class OptimizationOptions(_OptionsBase):
+    """``options.experimental_optimization``: tf.data's graph-rewrite switches, taken and not acted on.
+
+    TF's rewrites (fusions, parallel batch, injected prefetch) change speed,
+    never elements or their order; stratagem's ops have no graph to rewrite,
+    so a switch that is set warns once that it has no effect here.
+    """
+
+    apply_default_optimizations: bool | None = None
+    filter_fusion: bool | None = None
+    filter_parallelization: bool | None = None
+    inject_prefetch: bool | None = None
+    map_and_batch_fusion: bool | None = None
+    map_and_filter_fusion: bool | None = None
+    map_fusion: bool | None = None
+    map_parallelization: bool | None = None
+    noop_elimination: bool | None = None
+    parallel_batch: bool | None = None
+    seq_interleave_prefetch: bool | None = None
+    shuffle_and_repeat_fusion: bool | None = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if not name.startswith("_") and value is not None:
+            _warn_ignored_optimization(name)
+
+
+_WARNED_OPTIMIZATIONS: set[str] = set()
+
+
+def _warn_ignored_optimization(name: str) -> None:
+    if name not in _WARNED_OPTIMIZATIONS:  # once per switch and process: pipelines are often rebuilt in loops
+        _WARNED_OPTIMIZATIONS.add(name)
+        warnings.warn(f"options.experimental_optimization.{name} has no effect here: tf.data's graph rewrites change "
+                      "speed only, and stratagem's pipeline ops are not a graph to rewrite.", stacklevel=3)
+
+
+@dataclass
 class Options(_OptionsBase):
     """Pipeline options, set through ``dataset.with_options(options)`` as in tf.data.
 
@@ -128,3 +166,4 @@ class Options(_OptionsBase):
     deterministic: bool = True
     experimental_distribute: DistributeOptions = field(default_factory=DistributeOptions)
     autotune: AutotuneOptions = field(default_factory=AutotuneOptions)
+    experimental_optimization: OptimizationOptions = field(default_factory=OptimizationOptions)

@@ -78,6 +78,8 @@ _LAZY_NAMES: dict[str, tuple[str, str]] = {
     **_names("stratagem.tf._variable", "Variable", "VariableAggregation", "VariableSynchronization"),
     **_names("stratagem.tf._function", "function", "numpy_function", "py_function"),
     **_names("stratagem.tf._runtime", "device", "executing_eagerly", "get_logger", "name_scope"),
+    # --- TF 2's short names for Keras's namespaces (tf.metrics is tf.keras.metrics in TF 2.21 too) ---
+    **{name: ("stratagem.tf.keras", name) for name in ("losses", "metrics", "optimizers")},
     # --- TF 1 top-level names, at their TF 2 homes ---
     "read_file": ("stratagem.io", "read_file"),
     "string_split": ("stratagem.tf.compat.v1", "string_split"),

@@ -32,8 +32,6 @@ ALTERNATIVES: dict[str, str] = {
     "tf.flags": "TF 1's tf.flags is not provided: use argparse (or absl.flags)",
     "tf.logging": "TF 1's tf.logging is not provided: use Python's logging, or tf.get_logger() for TF's logger",
     "tf.layers": "TF 1's tf.layers is not provided: use tf.keras.layers (Keras 3)",
-    "tf.losses": "TF 1's tf.losses is not provided: use tf.keras.losses, or tf.nn's losses on logits",
-    "tf.metrics": "TF 1's tf.metrics is not provided: use tf.keras.metrics",
     "tf.summary": ("tf.summary is not provided: use tf.keras.callbacks.TensorBoard with fit, or "
                    "torch.utils.tensorboard.SummaryWriter in a custom loop"),
     "tf.feature_column": "tf.feature_column is not provided (Keras 3 dropped it): use Keras preprocessing layers",

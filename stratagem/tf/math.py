@@ -44,16 +44,6 @@ def _unary(op: str, fn: Callable[[torch.Tensor], torch.Tensor], *, floats_only: 
     return apply
 
 
-add = _binary("add", torch.add)
-subtract = _binary("subtract", torch.sub)
-multiply = _binary("multiply", torch.mul)
-maximum = _binary("maximum", torch.maximum)
-minimum = _binary("minimum", torch.minimum)
-floordiv = _binary("floordiv", lambda x, y: torch.div(x, y, rounding_mode="floor"))
-floormod = _binary("floormod", torch.remainder)
-mod = floormod
-
-
 def _power(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     if not x.dtype.is_floating_point and not x.dtype.is_complex and bool((y < 0).any()):
         raise ValueError("Integers to negative integer powers are not allowed, as in TF. Cast to a float first. "
@@ -61,8 +51,6 @@ def _power(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.pow(x, y)
 
 
-pow = _binary("pow", _power)  # noqa: A001 (TF's name)
-squared_difference = _binary("squared_difference", lambda x, y: (x - y).square())
 _equal = _binary("equal", torch.eq)
 _not_equal = _binary("not_equal", torch.ne)
 
@@ -84,37 +72,32 @@ def _is_text(value: Any) -> bool:
 def _compare_text(x: Any, y: Any, compare: Any) -> torch.Tensor:
     left, right = (np.asarray(convert(v, dtypes.string), dtype=object) for v in (x, y))
     return torch.as_tensor(np.asarray(compare(left, right), dtype=bool))
-less = _binary("less", torch.lt)
-less_equal = _binary("less_equal", torch.le)
-greater = _binary("greater", torch.gt)
-greater_equal = _binary("greater_equal", torch.ge)
-logical_and = _binary("logical_and", torch.logical_and)
-logical_or = _binary("logical_or", torch.logical_or)
-logical_xor = _binary("logical_xor", torch.logical_xor)
-logical_not = _unary("logical_not", torch.logical_not)
 
-abs = _unary("abs", torch.abs)  # noqa: A001
-negative = _unary("negative", torch.neg)
-sign = _unary("sign", torch.sign)
-square = _unary("square", torch.square)
-round = _unary("round", torch.round)  # noqa: A001 (half to even, as TF and torch both do)
-ceil = _unary("ceil", torch.ceil, floats_only=True)
-floor = _unary("floor", torch.floor, floats_only=True)
-sqrt = _unary("sqrt", torch.sqrt, floats_only=True)
-rsqrt = _unary("rsqrt", torch.rsqrt, floats_only=True)
-exp = _unary("exp", torch.exp, floats_only=True)
-log = _unary("log", torch.log, floats_only=True)
-log1p = _unary("log1p", torch.log1p, floats_only=True)
-sigmoid = _unary("sigmoid", torch.sigmoid, floats_only=True)
-tanh = _unary("tanh", torch.tanh, floats_only=True)
-softplus = _unary("softplus", torch.nn.functional.softplus, floats_only=True)
-sin = _unary("sin", torch.sin, floats_only=True)
-cos = _unary("cos", torch.cos, floats_only=True)
-erf = _unary("erf", torch.erf, floats_only=True)
-reciprocal = _unary("reciprocal", torch.reciprocal, floats_only=True)
-is_nan = _unary("is_nan", torch.isnan, floats_only=True)
-is_inf = _unary("is_inf", torch.isinf, floats_only=True)
-is_finite = _unary("is_finite", torch.isfinite, floats_only=True)
+
+# The element-wise ops, one table: TF name -> torch function. _binary and _unary add TF's dtype rules (operands of
+# one dtype, floating-point inputs only where TF asks for them); the names are bound at import, below.
+_BINARY_OPS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "add": torch.add, "subtract": torch.sub, "multiply": torch.mul, "maximum": torch.maximum,
+    "minimum": torch.minimum, "floordiv": lambda x, y: torch.div(x, y, rounding_mode="floor"),
+    "floormod": torch.remainder, "pow": _power, "squared_difference": lambda x, y: (x - y).square(),
+    "less": torch.lt, "less_equal": torch.le, "greater": torch.gt, "greater_equal": torch.ge,
+    "logical_and": torch.logical_and, "logical_or": torch.logical_or, "logical_xor": torch.logical_xor,
+}
+_UNARY_OPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "abs": torch.abs, "negative": torch.neg, "sign": torch.sign, "square": torch.square,
+    "round": torch.round,  # half to even, as TF and torch both do
+    "logical_not": torch.logical_not,
+}
+_FLOAT_UNARY_OPS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "ceil": torch.ceil, "floor": torch.floor, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "exp": torch.exp,
+    "log": torch.log, "log1p": torch.log1p, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
+    "softplus": torch.nn.functional.softplus, "sin": torch.sin, "cos": torch.cos, "erf": torch.erf,
+    "reciprocal": torch.reciprocal, "is_nan": torch.isnan, "is_inf": torch.isinf, "is_finite": torch.isfinite,
+}
+globals().update({name: _binary(name, fn) for name, fn in _BINARY_OPS.items()})
+globals().update({name: _unary(name, fn) for name, fn in _UNARY_OPS.items()})
+globals().update({name: _unary(name, fn, floats_only=True) for name, fn in _FLOAT_UNARY_OPS.items()})
+mod = globals()["floormod"]
 
 
 def _true_dtype(dtype: torch.dtype) -> torch.dtype:

@@ -1,4 +1,4 @@
-"""``tf.data.experimental``: ``AUTOTUNE``, ``AutoShardPolicy``, the option classes and the fused ``apply`` ops."""
+"""``tf.data.experimental``: ``AUTOTUNE``, ``AutoShardPolicy``, the option classes (``OptimizationOptions`` too) and the fused ``apply`` ops."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from stratagem.data import AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, AutoShardPolicy, Dataset
 from stratagem.data.experimental import map_and_batch, shuffle_and_repeat
 from stratagem.data.ops.counter import CounterDataset
-from stratagem.data.options import AutotuneOptions, DistributeOptions
+from stratagem.data.options import AutotuneOptions, DistributeOptions, OptimizationOptions
 from stratagem.tf._refusal import missing_name
 
 
@@ -38,6 +38,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AUTOTUNE", "AutoShardPolicy", "AutotuneOptions", "Counter", "DistributeOptions", "INFINITE_CARDINALITY",
-    "UNKNOWN_CARDINALITY", "cardinality", "choose_from_datasets", "map_and_batch", "sample_from_datasets",
-    "shuffle_and_repeat",
+    "OptimizationOptions", "UNKNOWN_CARDINALITY", "cardinality", "choose_from_datasets", "map_and_batch",
+    "sample_from_datasets", "shuffle_and_repeat",
 ]
