@@ -182,7 +182,7 @@ def _as_fresh_interpreter(command: tuple[str, ...]) -> None:
     import torch
 
     torch.set_num_threads(int(threads) if threads.isdigit() and int(threads) > 0 else 1)
-    if os.environ.get(_launched.ERROR_FILE_ENV) or os.environ.get(_launched.TORCH_ERROR_FILE_ENV):
+    if os.environ.get(_launched.ERROR_FILE_ENV):
         _launched.install_excepthook()  # as `import stratagem` does in a launched worker (preloaded here already)
 
 

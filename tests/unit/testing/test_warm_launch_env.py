@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 
+from stratagem._launched import ERROR_FILE_ENV
 from stratagem.launcher import ps_job, supervisor
 from stratagem.testing import ps_cluster, warm_processes
 
 # Drawn afresh per job or per start (a port, a secret, a temporary file): compared by shape below, not by value.
-PER_JOB = {"MASTER_PORT", "TF_CONFIG", "STRATAGEM_JOB_SECRET", "STRATAGEM_ERROR_FILE"}
+PER_JOB = {"MASTER_PORT", "TF_CONFIG", "STRATAGEM_JOB_SECRET", ERROR_FILE_ENV}
 
 
 class _ExitedProcess:
