@@ -25,10 +25,11 @@ demo: .venv/.stamp
 # Two pytest-xdist workers on the 2 cores (the multi-process tests wait on sockets and timers a good part
 # of their time), a file at a time each. A file over 60 s beside the other worker is timed again alone
 # (a neighbour can double a file's time); it fails the target only if it takes over 60 s alone too.
+# Every file's wall and CPU seconds (its process tree's) go to .venv/test-file-times.json.
 SLOW_FILES := .venv/slow-test-files
 test: .venv/.stamp lint
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --max-file-seconds=60 \
-		--slow-files-to=$(SLOW_FILES) tests
+		--slow-files-to=$(SLOW_FILES) --file-times-to=.venv/test-file-times.json tests
 	if [ -s $(SLOW_FILES) ]; then $(PY) -m pytest -q -p no:cacheprovider --max-file-seconds=60 $$(cat $(SLOW_FILES)); fi
 
 # Every benchmark runs even if an earlier one misses a goal; the target fails if any did.
