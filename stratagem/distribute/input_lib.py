@@ -143,6 +143,18 @@ class DistributedDataset:
         except TypeError:
             return UNKNOWN_CARDINALITY
 
+    @property
+    def element_spec(self) -> Any:
+        """TF's ``element_spec`` of this replica's batches: the pipeline's ``(shape, dtype)`` pairs, batch size None.
+
+        Raises:
+            TypeError: If the input is a plain iterable (no spec to read).
+        """
+        if not isinstance(self._dataset, Dataset):
+            raise TypeError("element_spec needs a stratagem.data.Dataset input. Received: "
+                            f"{type(self._dataset).__name__}")
+        return _unknown_batch_size(self._dataset.element_spec)
+
     def wants_lookahead(self) -> bool:
         """Whether producing batches ahead of the consumer pays: the pipeline asked for it.
 
@@ -173,6 +185,17 @@ class DistributedIterator:
             batch = map_structure(lambda t: t.to(device, non_blocking=True) if isinstance(t, torch.Tensor) else t, batch)
         return batch
 
+    def get_next(self) -> Any:
+        """TF's ``get_next()``: ``next(iterator)``."""
+        return next(self)
+
+    def get_next_as_optional(self) -> Optional:
+        """TF's ``get_next_as_optional()``: the next batch, or an empty ``Optional`` at the end of the input."""
+        try:
+            return Optional(next(self))
+        except StopIteration:
+            return Optional()
+
     def next_with_info(self) -> tuple[Any, int, range]:
         """``(local batch, global batch size, global positions of the local rows)``."""
         return next(self._impl)
@@ -190,6 +213,37 @@ class DistributedIterator:
 
     def close(self) -> None:
         self._impl.close()
+
+
+_NO_VALUE = object()
+
+
+class Optional:
+    """``tf.experimental.Optional`` as ``get_next_as_optional`` returns it: a value, or none at the end of input."""
+
+    def __init__(self, value: Any = _NO_VALUE) -> None:
+        self._value = value
+
+    def has_value(self) -> torch.Tensor:
+        """A bool tensor, as in TF (``if not optional.has_value(): break`` works)."""
+        return torch.tensor(self._value is not _NO_VALUE)
+
+    def get_value(self) -> Any:
+        """The value. Raises ``ValueError`` for an empty Optional (TF raises its InvalidArgumentError)."""
+        if self._value is _NO_VALUE:
+            raise ValueError("The Optional has no value: the input ended. Check has_value() before get_value().")
+        return self._value
+
+
+def _unknown_batch_size(spec: Any) -> Any:
+    if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], tuple) and isinstance(spec[1], str):
+        shape, dtype = spec  # one component's (shape, dtype): its batch dimension varies across replicas and steps
+        return ((None, *shape[1:]) if shape else shape), dtype
+    if isinstance(spec, dict):
+        return {key: _unknown_batch_size(value) for key, value in spec.items()}
+    if isinstance(spec, (tuple, list)):
+        return type(spec)(_unknown_batch_size(value) for value in spec)
+    return spec
 
 
 def _make_impl(source: DistributedDataset, epoch: int, seed: int | None) -> Any:

@@ -149,3 +149,31 @@ def test_optimization_options_take_tf_2_21_switches_warn_once_and_change_no_elem
     assert dataset.options().experimental_optimization.map_and_batch_fusion is True
     with pytest.raises(ValueError, match="read-only"):
         dataset.options().experimental_optimization.map_fusion = True
+
+
+def test_distributed_iterator_takes_the_input_tutorials_get_next_forms() -> None:
+    # The input tutorial's loop: TF 2.21 on one replica yields [0 1 2 3], [4 5 6 7], [8], then an empty Optional.
+    strategy = tf.distribute.MirroredStrategy()
+    iterator = iter(strategy.experimental_distribute_dataset(tf.data.Dataset.range(9).batch(4)))
+    seen = []
+    for _ in range(5):
+        optional = iterator.get_next_as_optional()
+        if not optional.has_value():
+            break
+        seen.append(optional.get_value().tolist())
+    assert seen == [[0, 1, 2, 3], [4, 5, 6, 7], [8]]
+    assert bool(optional.has_value()) is False
+    with pytest.raises(ValueError, match="has no value"):
+        optional.get_value()
+    again = iter(strategy.experimental_distribute_dataset(tf.data.Dataset.range(9).batch(4)))
+    assert again.get_next().tolist() == [0, 1, 2, 3]
+
+
+def test_distributed_dataset_element_spec_leaves_the_batch_size_open() -> None:
+    strategy = tf.distribute.MirroredStrategy()
+    dataset = tf.data.Dataset.from_tensors(([1.0], [1.0])).repeat(100).batch(16)
+    dist_dataset = strategy.experimental_distribute_dataset(dataset)
+    assert dist_dataset.element_spec == (((None, 1), "float32"), ((None, 1), "float32"))
+    doubled = tf.function(lambda inputs: strategy.run(lambda x: 2 * x[0], args=(inputs,)),
+                          input_signature=[dist_dataset.element_spec])
+    assert doubled(next(iter(dist_dataset))).tolist() == [[2.0]] * 16
