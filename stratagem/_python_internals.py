@@ -22,3 +22,14 @@ def run_before_thread_shutdown(fn: Callable[[], None]) -> None:
     """
     register = getattr(threading, "_register_atexit", None)
     (register or atexit.register)(fn)
+
+
+def run_interpreter_exit() -> None:
+    """Runs the end of a CPython interpreter, which a forked process ended by ``os._exit`` skips.
+
+    Non-daemon threads are joined and ``threading``'s exit hooks run (``threading._shutdown``),
+    then the ``atexit`` handlers (``atexit._run_exitfuncs``). multiprocessing calls
+    ``threading._shutdown`` again afterwards: a no-op then.
+    """
+    threading._shutdown()  # type: ignore[attr-defined]
+    atexit._run_exitfuncs()

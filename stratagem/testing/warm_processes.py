@@ -28,19 +28,18 @@ seeds them.
 
 from __future__ import annotations
 
-import atexit
 import multiprocessing as mp
 import os
 import runpy
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Sequence
 from multiprocessing.context import ForkServerContext
 from pathlib import Path
 
 from stratagem import _launched
+from stratagem._python_internals import run_interpreter_exit
 from stratagem.distribute import job_secret
 from stratagem.launcher.environment import local_tf_configs, threads_per_process, worker_env
 from stratagem.launcher.ports import find_free_port
@@ -167,7 +166,7 @@ def _run_script(command: tuple[str, ...], env: dict[str, str], cwd: str, log_pat
         sys.excepthook(type(err), err, err.__traceback__)
         raise SystemExit(1) from None
     finally:
-        _interpreter_exit()
+        run_interpreter_exit()  # a forked process ended by os._exit skips it
 
 
 def _as_fresh_interpreter(command: tuple[str, ...]) -> None:
@@ -184,14 +183,3 @@ def _as_fresh_interpreter(command: tuple[str, ...]) -> None:
     torch.set_num_threads(int(threads) if threads.isdigit() and int(threads) > 0 else 1)
     if os.environ.get(_launched.ERROR_FILE_ENV):
         _launched.install_excepthook()  # as `import stratagem` does in a launched worker (preloaded here already)
-
-
-def _interpreter_exit() -> None:
-    """The end of a Python 3.11 interpreter that a forked process (ended by os._exit) skips.
-
-    Non-daemon threads are joined and ``threading``'s exit hooks run (the PS
-    coordinator serves its workers from one), then ``atexit`` handlers.
-    multiprocessing calls ``threading._shutdown`` again after us: a no-op then.
-    """
-    threading._shutdown()  # type: ignore[attr-defined]
-    atexit._run_exitfuncs()

@@ -27,3 +27,20 @@ def test_hook_runs_before_thread_pools_stop() -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "pool answered 42" in done.stdout
+
+
+def test_interpreter_exit_runs_threading_hooks_joins_threads_then_atexit() -> None:
+    # What a forked process that ends with os._exit would skip.
+    script = (
+        "import atexit, os, runpy, threading, time\n"
+        f"adapter = runpy.run_path({internals.__file__!r})\n"
+        "threading.Thread(target=lambda: (time.sleep(0.2), print('thread done', flush=True))).start()\n"
+        "adapter['run_before_thread_shutdown'](lambda: print('threading hook', flush=True))\n"
+        "atexit.register(lambda: print('atexit hook', flush=True))\n"
+        "adapter['run_interpreter_exit']()\n"
+        "os._exit(0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    # CPython runs threading's hooks first, then joins the threads, then atexit.
+    assert done.stdout.split("\n")[:3] == ["threading hook", "thread done", "atexit hook"]
