@@ -80,6 +80,26 @@ def to_numpy(structure: Any) -> Any:
                          leaf if type(leaf) is bytes else np.asarray(leaf), structure)
 
 
+def same_elements(a: Any, b: Any) -> bool:
+    """Whether two structures are the same: containers, keys, leaf types, dtypes, shapes and values (NaN == NaN)."""
+    if isinstance(a, (tuple, list, dict)) or isinstance(b, (tuple, list, dict)):
+        if type(a) is not type(b) or len(a) != len(b):
+            return False
+        if isinstance(a, dict):
+            return a.keys() == b.keys() and all(same_elements(a[key], b[key]) for key in a)
+        return all(same_elements(x, y) for x, y in zip(a, b))
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, torch.Tensor):
+        return (a.dtype == b.dtype and a.shape == b.shape and a.device == b.device
+                and bool(torch.equal(a, b) or (a.is_floating_point() and torch.equal(a.isnan(), b.isnan())
+                                               and torch.equal(a.nan_to_num(), b.nan_to_num()))))
+    if isinstance(a, (np.ndarray, np.generic)):
+        numeric = a.dtype.kind in "fc"
+        return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=numeric))
+    return bool(a == b)
+
+
 def call_with_element(fn: Any, element: Any) -> Any:
     """tf.data's calling convention: a tuple element is unpacked into positional arguments."""
     return fn(*element) if isinstance(element, tuple) else fn(element)

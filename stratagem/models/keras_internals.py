@@ -4,7 +4,7 @@ Everything stratagem needs from Keras beyond its public API goes through here, s
 Keras upgrade is checked in one file. Sections: custom training loops across replicas;
 tf.keras models trained by stratagem (functional classes); Keras's own fit/evaluate/
 predict under several replicas (refused); channels-last convolution and pooling without
-layout copies. Keras is imported inside functions only:
+layout copies; Keras on the CPU in forked data workers. Keras is imported inside functions only:
 strategies call in here whether or not the program uses Keras.
 ``tests/unit/package/test_keras_internals.py`` checks the installed Keras against
 ``WRITTEN_FOR`` and exercises each private name used here.
@@ -391,6 +391,29 @@ def _channels_last_view(transpose_spatial_inputs: Any) -> Any:
 
     channels_first_view._stratagem_channels_last = True  # type: ignore[attr-defined]
     return channels_first_view
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Keras in forked data workers. Written for Keras 3.15.1 (torch backend).
+#
+# `map` worker processes (stratagem/data/ops/parallel_map.py) are forked, possibly after the parent initialised
+# CUDA; CUDA cannot be used again in a forked child ("Cannot re-initialize CUDA in forked subprocess"), and Keras's
+# torch backend puts every tensor on its default device, the GPU whenever there is one. A worker computes input
+# elements on the CPU: `run_keras_on_cpu` makes Keras's default device the CPU there, for a Keras imported before
+# the fork (its current-device global, which `keras.device` sets; private: `global_state`) and one imported in the
+# worker (`KERAS_TORCH_DEVICE`, read by Keras at import).
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def run_keras_on_cpu() -> None:
+    """Makes Keras (torch backend) create its tensors on the CPU in this process, whether imported yet or not."""
+    import os
+
+    os.environ["KERAS_TORCH_DEVICE"] = "cpu"
+    if "keras.src.backend.common.global_state" in sys.modules:
+        from keras.src.backend.common import global_state
+
+        global_state.set_global_attribute("torch_device", "cpu")
 
 
 # ---------------------------------------------------------------------------------------------------------------

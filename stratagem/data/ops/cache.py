@@ -25,13 +25,15 @@ import re
 import socket
 import uuid
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from stratagem._nest import map_structure
+from stratagem.data._structure import leaves, stack, take_rows
 from stratagem.data.dataset import Dataset
 from stratagem.data.iterator import DatasetIterator, IterContext
 from stratagem._disk_full import raise_if_disk_full
@@ -97,7 +99,10 @@ class CacheDataset(Dataset):
 
     def fill(self, seed: int) -> None:
         """Records a whole pass of the parent (its epoch 0 under ``seed``)."""
-        writer = self.store().writer()
+        store = self.store()
+        if isinstance(store, _MemoryStore) and store.fill_columns(self._parents[0], seed):
+            return
+        writer = store.writer()
         iterator = self._parents[0]._make_iterator(IterContext(seed=seed, epoch=0))
         try:
             for element in iterator:
@@ -106,6 +111,14 @@ class CacheDataset(Dataset):
         finally:
             writer.abort()
             iterator.close()
+
+    def _get_many(self, indices: Sequence[int], ctx: IterContext) -> Any:
+        store = self.store()
+        if self._length() == INFINITE_CARDINALITY or not isinstance(store, _MemoryStore):
+            return super()._get_many(indices, ctx)
+        if not store.is_complete():
+            self.fill(ctx.seed)
+        return store.get_many(indices)
 
     def _streaming_iterator(self, ctx: IterContext) -> DatasetIterator:
         return _CacheIterator(self, ctx)
@@ -189,24 +202,99 @@ class _CacheIterator(DatasetIterator):
 
 
 class _MemoryStore:
-    """Elements in a list, as produced."""
+    """Elements in a list, as produced; or, filled from a random-access parent, as columns.
+
+    Columns: one array (or tensor) per leaf with every element's row, filled
+    ``_FILL_ROWS`` elements at a time by the parent's batched fetch (a map
+    there may run once per chunk); a batch of cached elements is then one
+    gather per leaf instead of a stack of element objects.
+    """
 
     def __init__(self) -> None:
         self._elements: list[Any] | None = None
+        self._columns: Any = None
+        self._num_rows = 0
         self.seed: int | None = None
 
     def is_complete(self) -> bool:
-        return self._elements is not None
+        return self._elements is not None or self._columns is not None
 
     def __len__(self) -> int:
-        return len(self._elements or ())
+        return self._num_rows if self._columns is not None else len(self._elements or ())
 
     def get(self, index: int) -> Any:
+        if self._columns is not None:
+            if not 0 <= index < self._num_rows:
+                raise IndexError(f"cache index out of range. Received: index={index}, num_elements={self._num_rows}")
+            return take_rows(self._columns, index)
         assert self._elements is not None
         return self._elements[index]
 
+    def get_many(self, indices: Sequence[int]) -> Any:
+        if self._columns is None:
+            return stack([self.get(i) for i in indices])
+        rows = np.asarray(indices, dtype=np.int64)
+        return map_structure(lambda leaf: leaf[torch.from_numpy(rows)] if isinstance(leaf, torch.Tensor) else leaf[rows],
+                             self._columns)
+
+    def fill_columns(self, parent: Dataset, seed: int) -> bool:
+        """Fills the columns from ``parent``'s epoch 0 under ``seed``; False (nothing kept) where it cannot."""
+        length = parent._length()
+        if length is None or length <= 0:
+            return False
+        ctx = IterContext(seed=seed, epoch=0)
+        columns: Any = None
+        for start in range(0, length, _FILL_ROWS):
+            stop = min(length, start + _FILL_ROWS)
+            try:
+                chunk = parent._get_many(range(start, stop), ctx)
+            except ValueError:  # elements of different shapes do not stack: the list keeps them as they are
+                return False
+            if columns is None:
+                columns = _empty_columns(chunk, length)
+                if columns is None:
+                    return False
+            if not _copy_rows(columns, chunk, start, stop):
+                return False
+        if not self.is_complete():  # another pass may have completed first; it wins
+            self._columns, self._num_rows, self.seed = columns, length, seed
+        return True
+
     def writer(self) -> _MemoryWriter:
         return _MemoryWriter(self)
+
+
+_FILL_ROWS = 1024  # elements per batched fetch while filling columns
+
+
+def _empty_columns(chunk: Any, length: int) -> Any | None:
+    """Per leaf of ``chunk``, an empty array of ``length`` rows of its row shape and dtype (None: a leaf is no batch)."""
+    kinds = leaves(chunk)
+    if not kinds or not all(isinstance(leaf, (np.ndarray, torch.Tensor)) and leaf.ndim >= 1 for leaf in kinds):
+        return None
+    if any(isinstance(leaf, np.ndarray) and leaf.dtype.hasobject for leaf in kinds):
+        return None  # object rows (bytes) stay element objects in the list
+    return map_structure(lambda leaf: torch.empty((length, *leaf.shape[1:]), dtype=leaf.dtype, device=leaf.device)
+                         if isinstance(leaf, torch.Tensor) else np.empty((length, *leaf.shape[1:]), dtype=leaf.dtype),
+                         chunk)
+
+
+def _copy_rows(columns: Any, chunk: Any, start: int, stop: int) -> bool:
+    """Writes ``chunk`` into rows ``start:stop``; False if its structure, dtypes or row shapes differ."""
+    targets, sources = leaves(columns), leaves(chunk)
+    if len(targets) != len(sources) or _structure_of(columns) != _structure_of(chunk):
+        return False
+    for target, source in zip(targets, sources):
+        if (type(target) is not type(source) or target.dtype != source.dtype
+                or tuple(target.shape[1:]) != tuple(source.shape[1:]) or source.shape[0] != stop - start):
+            return False
+    for target, source in zip(targets, sources):
+        target[start:stop] = source
+    return True
+
+
+def _structure_of(structure: Any) -> Any:
+    return map_structure(lambda leaf: None, structure)
 
 
 class _MemoryWriter(list):

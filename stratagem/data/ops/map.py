@@ -4,6 +4,26 @@ Over a random-access parent the map is random-access too (element ``i`` is
 ``map_func(parent[i])``), and a ``vectorized`` function is called once per
 batch by a following ``batch``. With ``num_parallel_calls`` the calls run in
 worker processes (``stratagem.data.ops.parallel_map``).
+
+Map vectorisation (tf.data's ``map_vectorization`` idea, decided by checking):
+a per-element function that a following ``batch`` (or a cache filling in
+chunks) asks for several elements at once is called once on the whole batch
+of rows when that gives the same elements. The first such request checks it:
+the function runs per element on every row of that batch (up to ``_PROBE``)
+and once on the whole batch, and the batch call is kept only if its rows equal
+the stacked per-element results exactly (structure, leaf types, dtypes,
+shapes, values).
+Every later batch call is checked again on its first and last rows, computed
+per element; a mismatch turns vectorisation off for the node and that batch
+is recomputed per element. Rows between them are not checked: a function
+equal per element and per batch on those rows but not on others would go
+unnoticed. A function that raises on a batch, returns another shape, reduces
+over the batch axis or draws random numbers fails the check and keeps
+per-element calls. What the check costs: the first batch's rows and two rows
+per later batch are computed twice, so a function with side effects (a counter)
+sees those extra calls (the first batch's are twice its size); as in tf.data, where a map function's Python runs
+once, at tracing, a pipeline should not rely on them. ``vectorized=True``
+stays the explicit form: no check, one call per batch.
 """
 
 from __future__ import annotations
@@ -13,8 +33,11 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+import torch
+
 from stratagem.data._python_values import map_output
-from stratagem.data._structure import call_with_element, stack, unstack
+from stratagem.data._structure import call_with_element, leaves, same_elements, stack, take_rows, unstack
 from stratagem.data.dataset import Dataset, _check_positive
 from stratagem.data.iterator import DatasetIterator, IterContext, Pending, ParentPositionIterator
 
@@ -36,6 +59,8 @@ class MapDataset(Dataset):
         self._calibration: Any = None
         self._pool: Any = None
         self._pool_lock = threading.Lock()
+        self._batch_calls: bool | None = None  # map vectorisation: None until checked, then the verdict
+        self._batch_calls_lock = threading.Lock()
 
     def _length(self) -> int | None:
         return self._parents[0]._length()
@@ -49,9 +74,57 @@ class MapDataset(Dataset):
     def _submit_many(self, indices: Sequence[int], ctx: IterContext) -> Pending:
         if self._vectorized:  # one call for the whole batch, once the parent's rows are there
             return self._parents[0]._submit_many(indices, ctx).then(lambda batch: call_with_element(self._fn, batch))
-        if self._num_parallel_calls is None or not indices:
+        if not indices:
             return Pending(lambda: Dataset._get_many(self, indices, ctx))
-        return self._parallel_submit(indices, ctx).then(stack)
+        done: list[Any] = []
+        if len(indices) >= 2 and self._batch_calls is not False:
+            batch, done = self._batch_call(indices, ctx)
+            if batch is not None:
+                return Pending(lambda: batch)
+        rest = indices[len(done):]  # the probe's per-element results are kept: each element computed once
+        if not rest:
+            return Pending(lambda: stack(done))
+        if self._num_parallel_calls is None:
+            return Pending(lambda: stack(done + [self._get(i, ctx) for i in rest]))
+        return self._parallel_submit(rest, ctx).then(lambda tail: stack(done + list(tail)))
+
+    def _batch_call(self, indices: Sequence[int], ctx: IterContext) -> tuple[Any | None, list[Any]]:
+        """``(map_func on the rows at indices, [])`` if checked to give the same elements.
+
+        Else ``(None, elements computed one by one)``: the first check's, kept so none is computed again.
+        """
+        with self._batch_calls_lock:
+            decided = self._batch_calls
+            batch = self._call_on_rows(indices, ctx)
+            if batch is None or not _is_batch(batch, len(indices)):
+                self._batch_calls = False  # raised, or no batch of len(indices) rows: decided without a probe
+                return None, []
+            if decided is None:
+                probe = [self._probe_call(i, ctx) for i in indices[:_PROBE]]
+                self._batch_calls = _rows_match(batch, 0, probe)
+                return (batch, []) if self._batch_calls else (None, probe)
+            # Checked again on every later batch: its first and last rows, computed per element.
+            last = len(indices) - 1
+            self._batch_calls = (_rows_match(batch, 0, [self._get(indices[0], ctx)])
+                                 and _rows_match(batch, last, [self._get(indices[last], ctx)]))
+            return (batch, []) if self._batch_calls else (None, [])
+
+    def _probe_call(self, index: int, ctx: IterContext) -> Any:
+        """Element ``index`` computed alone; under ``num_parallel_calls`` the call also counts as calibration."""
+        if self._num_parallel_calls is None:
+            return self._get(index, ctx)
+        from stratagem.data.ops import parallel_map
+
+        with self._pool_lock:
+            if self._calibration is None:
+                self._calibration = parallel_map.Calibration(self._num_parallel_calls)  # type: ignore[arg-type]
+        return parallel_map.timed_call(self._fn, self._parents[0]._get(index, ctx), index, self._calibration)
+
+    def _call_on_rows(self, indices: Sequence[int], ctx: IterContext) -> Any | None:
+        try:
+            return call_with_element(self._fn, self._parents[0]._get_many(indices, ctx))
+        except Exception:  # noqa: BLE001  (a function written for one element may fail on a batch in any way;
+            return None    # a real error is raised again by the per-element path that runs instead)
 
     def _parallel_submit(self, indices: Sequence[int], ctx: IterContext) -> Pending:
         # A batch above asks for B elements at once: they go to the worker pool
@@ -92,12 +165,30 @@ class MapDataset(Dataset):
     def __getstate__(self) -> dict[str, Any]:
         # A copy (copy.copy, in pipeline rewriting) gets its own pool and lock, never this node's.
         state = dict(self.__dict__)
-        state.update(_pool=None, _pool_lock=threading.Lock())
+        state.update(_pool=None, _pool_lock=threading.Lock(), _batch_calls_lock=threading.Lock())
         return state
 
     def __str__(self) -> str:
         name = getattr(self._fn, "__name__", "fn")
         return f"MapDataset({name}, num_parallel_calls={self._num_parallel_calls}) <- {self._parents[0]}"
+
+
+_PROBE = 256  # rows of the first batch computed both ways (the whole batch, up to this many)
+
+
+def _is_batch(structure: Any, num_rows: int) -> bool:
+    """Whether every leaf of ``structure`` is an array or tensor of ``num_rows`` rows."""
+    parts = leaves(structure)
+    return bool(parts) and all(isinstance(leaf, (np.ndarray, torch.Tensor)) and leaf.ndim >= 1
+                               and leaf.shape[0] == num_rows for leaf in parts)
+
+
+def _rows_match(batch: Any, start: int, elements: list[Any]) -> bool:
+    """Whether rows ``start..`` of ``batch`` are ``elements`` stacked (False where ``batch`` has no such rows)."""
+    try:
+        return same_elements(take_rows(batch, slice(start, start + len(elements))), stack(elements))
+    except (TypeError, IndexError, KeyError, ValueError, RuntimeError):  # leaves that are no batch; ragged elements
+        return False
 
 
 class _MapFunction:

@@ -346,6 +346,11 @@ def _worker_main(dataset: Any, tasks: Any, results: Any, parent_pid: int) -> Non
     # in write() once the consumer is gone; exiting must not wait for it.
     results.cancel_join_thread()
     torch.set_num_threads(1)  # the workers together, not each, use the cores
+    # NOTE: forked after the consumer may have initialised CUDA, which a forked child cannot use: Keras ops in
+    # map_func run on the CPU here (input elements are computed on the CPU; the strategy moves batches later).
+    from stratagem.models.keras_internals import run_keras_on_cpu
+
+    run_keras_on_cpu()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the consumer's to handle
     parent, fn = dataset._parents[0], dataset._fn
     while True:

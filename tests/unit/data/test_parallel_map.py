@@ -153,3 +153,31 @@ def test_autotune_prefetch_starts_its_thread_when_the_consumer_works_between_ele
         started = started or _prefetch_threads() > before
     assert seen == list(range(40)) and started
     iterator.close()
+
+
+def _keras_device_setting(x: object) -> tuple[int, str, str]:
+    """Which process ran it, and the Keras device settings there (the current-device global, the env variable)."""
+    gil_heavy(x)
+    from keras.src.backend.common import global_state
+
+    return os.getpid(), str(global_state.get_global_attribute("torch_device", None)), \
+        os.environ.get("KERAS_TORCH_DEVICE", "unset")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(available_cores() < 2, reason="AUTOTUNE starts workers only with 2 cores or more")
+def test_map_workers_run_keras_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A worker forked after the consumer initialised CUDA cannot use CUDA; Keras must not send map_func's
+    # tensors there. No GPU here: the check is the workers' Keras device setting, which the consumer leaves unset.
+    monkeypatch.delenv("KERAS_TORCH_DEVICE", raising=False)
+    had_growth = "TF_FORCE_GPU_ALLOW_GROWTH" in os.environ
+    import stratagem  # noqa: F401  (the torch backend, before keras)
+    import keras  # noqa: F401  (imported before the fork, as in a training script)
+
+    if not had_growth:  # Keras's first import sets it; the environment is left as the test found it
+        os.environ.pop("TF_FORCE_GPU_ALLOW_GROWTH", None)
+    settings = list(Dataset.range(40).map(_keras_device_setting, num_parallel_calls=AUTOTUNE))
+    in_workers = {(bytes(device).decode(), bytes(env).decode()) for pid, device, env in settings
+                  if int(pid) != os.getpid()}
+    assert in_workers == {("cpu", "cpu")}
+    assert "KERAS_TORCH_DEVICE" not in os.environ  # the consumer's own setting is untouched
