@@ -74,8 +74,11 @@ def init_process_group(
     _rendezvous.run_bounded_setup(setup, store, rank=rank, world_size=world_size, timeout_s=timeout_s,
                                   addresses=addresses, peers=peers)
     # Keep the store alive as long as the group: rank 0 serves it.
-    global _store
+    global _store, _rank_places
     _store = store
+    # Each rank as messages name it: its task in the cluster, else the address gloo reaches it at.
+    _rank_places = [f" ({peers[r]})" if peers and r < len(peers) else f" at {a}" if a else ""
+                    for r, a in enumerate(addresses)]
 
 
 _store: dist.Store | None = None
@@ -131,6 +134,11 @@ def leave_process_group() -> None:
     # exit, so a clean exit waits for everyone. Not after a crash: the peers may be inside a
     # collective that never matches a barrier.
     clean = not _launched.crashed()
+    if clean and _store is not None:
+        try:  # a peer still in a collective then learns this rank finished rather than hung
+            _store.set(_FINISHED_KEY.format(rank=dist.get_rank()), "1")
+        except (RuntimeError, dist.DistError):
+            clean = False
     if clean:
         try:
             dist.barrier()
@@ -181,39 +189,38 @@ def all_reduce(tensor: torch.Tensor, op: dist.ReduceOp, *, timeout_s: float) -> 
 
 @contextlib.contextmanager
 def collective_errors(operation: str, *, timeout_s: float) -> Iterator[None]:
-    """Turns a backend's timeout into ``CollectiveTimeoutError`` naming rank and operation."""
+    """Turns a backend's failure of a collective into an error naming the operation, this rank and the peers to blame.
+
+    A timeout becomes ``CollectiveTimeoutError``, a closed connection a
+    ``RuntimeError``; both name (with their hosts) the ranks that did not answer,
+    or that had already finished their program. Each call of an operation gets
+    the same probe tag on every rank (ranks call collectives in the same order).
+    """
+    _calls[operation] = _calls.get(operation, 0) + 1
+    tag = f"{operation}/{_calls[operation]}"
     try:
         yield
     except (RuntimeError, dist.DistError) as err:
-        rank, world_size = dist.get_rank(), dist.get_world_size()
         text = str(err).lower()
-        if "timed out" in text or "timeout" in text:
-            raise CollectiveTimeoutError(
-                f"[rank {rank}/{world_size}] {operation} did not complete within {timeout_s:g}s: a peer "
-                f"is stuck or gone. Received: operation={operation!r}, timeout_s={timeout_s:g}",
-                operation=operation, rank=rank, timeout_s=timeout_s,
-            ) from err
-        if "closed by peer" in text or "connection reset" in text:
-            raise RuntimeError(
-                f"[rank {rank}/{world_size}] {operation} failed because a peer closed its connection: "
-                "another worker probably crashed, and its own log says why."
-            ) from err
-        raise RuntimeError(f"[rank {rank}/{world_size}] {operation} failed: {err}") from err
+        if not any(word in text for word in _COMMUNICATION_WORDS):
+            raise RuntimeError(f"[{_this_rank()}] {operation} failed: {err}") from err
+        raise _diagnosed(err, operation, tag=tag, timeout_s=timeout_s) from err
 
+
+# Calls of each collective_errors operation so far in this process: the probe's tags.
+_calls: dict[str, int] = {}
 
 # Words of gloo's and NCCL's errors: a collective failed, rather than the user's code in the step.
 _COMMUNICATION_WORDS = ("gloo", "nccl", "connection closed by peer", "connection reset by peer", "timed out",
-                        "broken pipe")
+                        "timeout", "broken pipe", "closed by peer")
 
 
 @contextlib.contextmanager
 def step_collective_errors(operation: str, *, tag: str) -> Iterator[None]:
     """Names the unresponsive ranks when a collective inside a training step fails (DDP's gradient all-reduce).
 
-    A timeout becomes ``CollectiveTimeoutError``, a closed connection a
-    ``RuntimeError``; both say which peers did not answer, found through the
-    rendezvous store (every live rank marks itself under ``tag``, the same
-    on every rank). Errors of the step's own code pass unchanged.
+    As ``collective_errors``, with ``tag`` given (the same on every rank); errors of
+    the step's own code pass unchanged.
     """
     try:
         yield
@@ -221,27 +228,79 @@ def step_collective_errors(operation: str, *, tag: str) -> Iterator[None]:
         text = str(err).lower()
         if not dist.is_initialized() or not any(word in text for word in _COMMUNICATION_WORDS):
             raise
-        rank, world_size = dist.get_rank(), dist.get_world_size()
+        raise _diagnosed(err, operation, tag=tag, timeout_s=None) from err
+
+
+def _diagnosed(err: BaseException, operation: str, *, tag: str, timeout_s: float | None) -> Exception:
+    """The error to raise for a failed collective: who failed to answer, at which host, and the fix."""
+    text = str(err).lower()
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    if timeout_s is None:
         waited = re.search(r"waiting (\d+) ?ms", text)  # gloo names the timeout it applied
         store_timeout = getattr(_store, "timeout", None)  # the group's timeout, which the store shares
         timeout_s = int(waited.group(1)) / 1000 if waited else \
             store_timeout.total_seconds() if store_timeout else float("nan")
-        peers = _unresponsive_peers(rank, world_size, tag=tag, wait_s=min(5.0, timeout_s) if timeout_s > 0 else 5.0)
-        who = ("which peer is unknown (the process group was not started by stratagem)" if peers is None else
-               f"rank(s) {peers} did not answer: stopped, hung or dead" if peers else
-               "every peer still answers, so one failed in another way; see their logs")
-        if "timed out" in text or "timeout" in text:
-            raise CollectiveTimeoutError(
-                f"[rank {rank}/{world_size}] {operation} did not complete within {timeout_s:g}s; {who}. If the "
-                "job is only slow, raise the timeout (CommunicationOptions(timeout_seconds=...), STRATAGEM_TIMEOUT_S "
-                f"or stratagem run --timeout). Received: operation={operation!r}, unresponsive_ranks={peers}, "
-                f"timeout_s={timeout_s:g}",
-                operation=operation, rank=rank, timeout_s=timeout_s,
-            ) from err
-        raise RuntimeError(
-            f"[rank {rank}/{world_size}] {operation} failed because a peer closed its connection; {who}. Its own "
-            f"log says why. Received: operation={operation!r}, unresponsive_ranks={peers}"
-        ) from err
+    # NOTE: the probe waits at most 5 s more, so a hang surfaces within timeout + about 6 s (README).
+    peers = _unresponsive_peers(rank, world_size, tag=tag, wait_s=min(5.0, timeout_s) if timeout_s > 0 else 5.0)
+    finished = _finished_ranks(world_size) if peers else []
+    silent = [r for r in peers or [] if r not in finished]
+    who = "; ".join(part for part in (
+        f"{_named(finished)} had finished its program and was leaving the job, so it never made this call: every "
+        "rank must make the same calls (fit, evaluate, predict, strategy.run, ...) the same number of times"
+        if finished else "",
+        f"{_named(silent)} did not answer: stopped, hung or dead" if silent else "",
+    ) if part) or ("which peer is unknown (the process group was not started by stratagem)" if peers is None else
+                   "every peer still answers, so one failed in another way; see their logs")
+    received = f"Received: operation={operation!r}, unresponsive_ranks={peers}"
+    if "timed out" in text or "timeout" in text:
+        return CollectiveTimeoutError(
+            f"[{_this_rank()}] {operation} did not complete within {timeout_s:g}s; {who}. If the job is only "
+            "slow, raise the timeout (CommunicationOptions(timeout_seconds=...), STRATAGEM_TIMEOUT_S or stratagem "
+            f"run --timeout). {received}, timeout_s={timeout_s:g}",
+            operation=operation, rank=rank, timeout_s=timeout_s,
+        )
+    return RuntimeError(f"[{_this_rank()}] {operation} failed because a peer closed its connection; {who}. Its own "
+                        f"log says why. {received}")
+
+
+# Where each rank is, as messages say it: " (worker 1 at h2:2222)" from the cluster, else " at 10.0.0.2" (the
+# address gloo reaches it at); set at join.
+_rank_places: list[str] = []
+
+
+def _this_rank() -> str:
+    rank = dist.get_rank()
+    return f"rank {rank}/{dist.get_world_size()}{_place(rank)}"
+
+
+def _place(rank: int) -> str:
+    return _rank_places[rank] if rank < len(_rank_places) else ""
+
+
+def _named(ranks: Sequence[int]) -> str:
+    return ", ".join(f"rank {r}{_place(r)}" for r in ranks) or "no rank"
+
+
+def _finished_ranks(world_size: int) -> list[int]:
+    """Ranks that marked themselves finished (leave_process_group) in the store; [] if it does not answer."""
+    store = _store
+    if store is None:
+        return []
+    found: list[int] = []
+
+    def ask() -> None:
+        try:
+            found.extend(r for r in range(world_size) if store.check([_FINISHED_KEY.format(rank=r)]))
+        except (RuntimeError, dist.DistError):
+            pass
+
+    asking = threading.Thread(target=ask, daemon=True)  # as in _unresponsive_peers: the store may not answer
+    asking.start()
+    asking.join(2.0)
+    return sorted(set(found))
+
+
+_FINISHED_KEY = "stratagem/finished/{rank}"
 
 
 def _unresponsive_peers(rank: int, world_size: int, *, tag: str, wait_s: float) -> list[int] | None:
