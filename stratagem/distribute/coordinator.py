@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stratagem import _nest
 from stratagem._python_internals import run_before_thread_shutdown
 from stratagem.distribute.cluster import CHIEF
 from stratagem.distribute.ps import coordination, coordination_client, results
 from stratagem.errors import CoordinatorError
+
+if TYPE_CHECKING:  # parameter_server.py imports this module's users
+    from stratagem.distribute.parameter_server import ParameterServerStrategy
+    from stratagem.distribute.strategy import Strategy
 
 
 class RemoteValue:
@@ -68,13 +72,13 @@ class ClusterCoordinator:
         strategy: The ``ParameterServerStrategy`` whose workers run the steps.
     """
 
-    def __new__(cls, strategy: Any) -> ClusterCoordinator:
+    def __new__(cls, strategy: Strategy) -> ClusterCoordinator:
         existing = getattr(strategy, "cluster_coordinator", None)  # one coordinator per strategy, as in TF
         if existing is not None:
             return existing  # type: ignore[no-any-return]
         return super().__new__(cls)
 
-    def __init__(self, strategy: Any) -> None:
+    def __init__(self, strategy: Strategy) -> None:
         if getattr(self, "_strategy", None) is not None:
             return
         from stratagem.distribute.parameter_server import ParameterServerStrategy
@@ -217,7 +221,7 @@ def _function_name(fn: Callable[..., Any]) -> str:
     return getattr(fn, "__qualname__", type(fn).__name__)
 
 
-def _next_step_id(strategy: Any) -> int:
+def _next_step_id(strategy: ParameterServerStrategy) -> int:
     """Step ids continue after every step the servers have applied (a restarted chief reuses none)."""
     return 1 + max(int(client.call("Stats", {}, {})[1]["highest_step"]) for client in strategy.variables.clients)
 

@@ -29,7 +29,7 @@ import copy
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -43,6 +43,9 @@ from stratagem.data.ops.identity import ForwardingDataset
 from stratagem.data.ops.prefetch import PrefetchDataset
 from stratagem.distribute.input_context import InputContext, check_global_batch_size, replica_slice
 from stratagem.errors import ConfigurationError
+
+if TYPE_CHECKING:  # strategy.py imports this module
+    from stratagem.distribute.strategy import Strategy
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,7 @@ class DistributedDataset:
     """
 
     def __init__(self, dataset: Iterable[Any], *, input_context: InputContext, split_batches: bool,
-                 strategy: Any = None, seed: int | None = None, options: InputOptions | None = None) -> None:
+                 strategy: Strategy | None = None, seed: int | None = None, options: InputOptions | None = None) -> None:
         self._options = options or InputOptions()
         self.seed = seed
         self._dataset = dataset
@@ -258,7 +261,7 @@ def _make_impl(source: DistributedDataset, epoch: int, seed: int | None) -> Any:
     if not source._split:
         return _Walk(data.iterator(seed=seed, epoch=epoch), ctx, split=False)
     policy = resolve_policy(data)
-    if policy == "file" and ctx.num_input_pipelines > 1:
+    if policy == "file" and ctx.num_input_pipelines > 1 and strategy is not None:
         sharded = rebatch(shard_files(data, ctx.num_input_pipelines, ctx.input_pipeline_id), ctx.num_replicas_in_sync)
         return _FileShardWalk(sharded.iterator(seed=seed, epoch=epoch), ctx, strategy)
     if policy == "off":
@@ -280,7 +283,7 @@ def resolve_policy(dataset: Any) -> str:
     return policy
 
 
-def shared_seed(strategy: Any) -> int:
+def shared_seed(strategy: Strategy | None) -> int:
     """A seed drawn on the chief and agreed by every replica (one collective when distributed).
 
     Drawn from torch's RNG, so ``torch.manual_seed`` makes a run reproducible.
@@ -340,7 +343,7 @@ class _FileShardWalk(_Walk):
     Runs a collective every step; a FILE state restores only onto the same number of workers.
     """
 
-    def __init__(self, batches: Iterator[Any], ctx: InputContext, strategy: Any) -> None:
+    def __init__(self, batches: Iterator[Any], ctx: InputContext, strategy: Strategy) -> None:
         super().__init__(batches, ctx, split=False)
         self._strategy = strategy
         self._template: Any = None

@@ -8,7 +8,11 @@ attributes to find out where training is.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # data_adapter and the callbacks take a FitState
+    from stratagem.callbacks.callback import Callback
+    from stratagem.models.data_adapter import EpochFeeder
 
 
 class FitState:
@@ -22,9 +26,9 @@ class FitState:
         callbacks: Every callback of this ``fit``, in call order.
     """
 
-    def __init__(self, feeder: Any, *, epoch: int, callbacks: list[Any] | None = None) -> None:
+    def __init__(self, feeder: EpochFeeder | None, *, epoch: int, callbacks: list[Callback] | None = None) -> None:
         self.feeder, self.epoch, self.step = feeder, epoch, 0
-        self.callbacks: list[Any] = list(callbacks or [])
+        self.callbacks: list[Callback] = list(callbacks or [])
 
     def state(self) -> dict[str, Any]:
         """Epoch, step and data position as plain values (JSON-serialisable)."""
