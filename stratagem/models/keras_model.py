@@ -126,7 +126,9 @@ class KerasModule(nn.Module):
                        if (current := getattr(holder, name)) is not own]
             if not swapped:
                 return self.keras_model(inputs, training=self.training)
-            with imported_keras().StatelessScope(state_mapping=swapped) as scope:
+            keras = imported_keras()
+            assert keras is not None  # a KerasModule exists, so Keras is imported
+            with keras.StatelessScope(state_mapping=swapped) as scope:
                 outputs = self.keras_model(inputs, training=self.training)
             for _, _, variable in self._buffer_variables:  # moving statistics the call updated, kept
                 updated = scope.get_current_value(variable)
