@@ -15,6 +15,7 @@ records every rank's batches, so rank 0's commit holds what the job processed.
 
 from __future__ import annotations
 
+import copy
 import functools
 import itertools
 import os
@@ -147,8 +148,13 @@ class TorchState:
         """Horovod checks for added hosts here; the elastic agents restart the workers to take them in."""
 
     def save(self) -> None:
+        module_state = training_state.module_state(self.model, self.optimizer)
+        # NOTE: an optimizer's state_dict() holds its live state tensors (momentum, Adam's moments and step),
+        # which the next step() updates in place: without a copy, restore() would bring back the current
+        # state, not the committed one (Horovod's TorchState deep-copies it too).
+        module_state["optimizer"] = copy.deepcopy(module_state["optimizer"])
         self._saved = {
-            **training_state.module_state(self.model, self.optimizer),
+            **module_state,
             "counters": {
                 "values": {n: getattr(self, n) for n in self._names
                            if not isinstance(getattr(self, n), ElasticSampler)},
@@ -167,7 +173,9 @@ class TorchState:
         saved = saved if saved is not None else self._saved
         if saved is None:
             return
-        training_state.load_module_state(self.model, self.optimizer, saved)
+        # A copy again: load_state_dict keeps the tensors it is given, and later steps would change the saved state.
+        training_state.load_module_state(self.model, self.optimizer,
+                                         {**saved, "optimizer": copy.deepcopy(saved["optimizer"])})
         for name, value in saved["counters"]["values"].items():
             setattr(self, name, value)
         for name, sampler_state in saved["counters"]["samplers"].items():

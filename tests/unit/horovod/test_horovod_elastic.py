@@ -69,3 +69,25 @@ def test_committed_state_is_what_a_restarted_run_starts_from(one_process: None, 
     assert train(restarted) == (0, 1, 6)
     assert all(torch.equal(committed[k], v) for k, v in fresh.state_dict().items())
     assert fresh_optimizer.state_dict()["state"][0]["momentum_buffer"] is not None and resets == [1]
+
+
+def test_restore_brings_back_the_committed_optimizer_state_not_the_current_one(one_process: None) -> None:
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def train_step() -> None:
+        optimizer.zero_grad()
+        model(torch.ones(2, 3)).sum().backward()
+        optimizer.step()
+
+    train_step()  # momentum buffers exist
+    state = TorchState(model, optimizer, epoch=0)
+    state.commit()
+    committed = {i: s["momentum_buffer"].clone() for i, s in optimizer.state_dict()["state"].items()}
+    for _ in range(2):  # twice: a restore must leave the saved state untouched by the steps after it
+        train_step()
+        train_step()  # SGD updates its momentum buffers in place
+        state.restore()
+        restored = {i: s["momentum_buffer"] for i, s in optimizer.state_dict()["state"].items()}
+        torch.testing.assert_close(restored, committed, rtol=0, atol=0)
