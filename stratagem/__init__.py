@@ -2,12 +2,19 @@
 
 Strategies (``stratagem.distribute``), a Keras-style ``Model`` with
 ``compile``/``fit``/``evaluate``/``predict``, and the ``stratagem run`` launcher.
+
+The public names are imported on first use (PEP 562), so ``stratagem run`` and
+the other torch-free parts (the launcher, cluster parsing) start without
+importing torch; ``stratagem.Model`` or ``from stratagem import distribute``
+imports what it names.
 """
 
 import os as _os
 import sys as _sys
+import typing as _typing
 
-from stratagem import _launched
+from stratagem import _launched, _lazy_imports
+from stratagem._version import __version__
 
 if "keras" not in _sys.modules:
     # NOTE: Keras 3 reads its backend once, at its first import. On the torch backend a Keras model is a
@@ -27,16 +34,31 @@ if _os.environ.get(_launched.ERROR_FILE_ENV):
     # A worker started by `stratagem run` (or torch's elastic agent): record an uncaught exception for it.
     _launched.install_excepthook()
 
-from stratagem import callbacks, checkpoint, data, datasets, distribute, errors, losses, metrics, nn, optimizers, train
-from stratagem import mixed_precision
-from stratagem.models import Model
-from stratagem import estimator, image, io, lookup, strings
-from stratagem.data.tensor_ops import one_hot
-from stratagem.distribute import ShardedDataParallelStrategy
+if _typing.TYPE_CHECKING:
+    from stratagem import (
+        callbacks, checkpoint, data, datasets, distribute, errors, estimator, image, io, lookup, losses, metrics,
+        mixed_precision, nn, optimizers, strings, train,
+    )
+    from stratagem.data.tensor_ops import one_hot
+    from stratagem.distribute import ShardedDataParallelStrategy
+    from stratagem.models import Model
 
-from stratagem._version import __version__
+# Public names defined in a module: name -> that module. Submodules (``stratagem.distribute``) import on first use.
+_ATTRIBUTES = {
+    "Model": "stratagem.models",
+    "ShardedDataParallelStrategy": "stratagem.distribute",
+    "one_hot": "stratagem.data.tensor_ops",
+}
 
 __all__ = [
     "Model", "ShardedDataParallelStrategy", "callbacks", "checkpoint", "data", "datasets", "distribute", "errors", "losses", "metrics", "mixed_precision", "nn",
     "optimizers", "train", "__version__", "estimator", "image", "io", "lookup", "one_hot", "strings",
 ]
+
+
+def __getattr__(name: str) -> object:
+    return _lazy_imports.resolve(__name__, globals(), name, _ATTRIBUTES)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
