@@ -6,13 +6,13 @@ importing the launcher:
 - ``STRATAGEM_RESTART_COUNT``: how often the launcher restarted the job
   (``restart_count``; ``BackupAndRestore`` reads it).
 - ``TORCHELASTIC_ERROR_FILE``: the worker's error file, torch's variable, set
-  by ``stratagem run`` as torch's elastic agent sets it. When one worker
+  by ``stratagem run`` as torch's elastic agent (torchrun) sets it. When one worker
   crashes, its peers fail a moment later in their next collective, and their
   exits can reach the launcher first. Each launched worker therefore records
   its own uncaught exception there in torch's ``@record`` layout, written by
   torch's ``ErrorHandler`` (the hook is installed by ``import stratagem`` when
   the variable is set); the launcher blames the worker whose record came
-  first, and torch's agent reads the same file. The files hold JSON only.
+  first (torchrun reads the same file). The files hold JSON only.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from types import TracebackType
 
-ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"  # torch's: its elastic agent and `stratagem run` both set it
+ERROR_FILE_ENV = "TORCHELASTIC_ERROR_FILE"  # torch's: torchrun and `stratagem run` both set it
 RESTART_COUNT_ENV = "STRATAGEM_RESTART_COUNT"
 
 

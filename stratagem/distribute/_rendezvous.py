@@ -207,8 +207,26 @@ def _bind_listener(host: str, port: int) -> socket.socket:
             f"[rank 0] Cannot listen on {host}:{port} for the job's rendezvous: {err.strerror}; {fix}. "
             f"Received: master_addr={host!r}, master_port={port}"
         ) from err
-    sock.listen(128)
+    try:
+        sock.listen(128)
+    except OSError as err:  # two binds with SO_REUSEADDR can both succeed; only one listen does
+        sock.close()
+        raise OSError(f"[rank 0] Cannot listen on {host}:{port} for the job's rendezvous: {err.strerror}. "
+                      f"Received: master_addr={host!r}, master_port={port}") from err
     return sock
+
+
+def listen_if_free(host: str, port: int) -> socket.socket | None:
+    """A socket listening on ``host:port`` only, or None when another process listens there or ``host`` is not this host's.
+
+    How the first ``stratagem run`` of an elastic job becomes the one that serves its rendezvous store.
+    """
+    try:
+        return _bind_listener(host, port)
+    except OSError as err:
+        if isinstance(err.__cause__, OSError) and err.__cause__.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
+            return None
+        raise
 
 
 def wait_for_ranks(store: dist.Store, *, rank: int, world_size: int, timeout_s: float,

@@ -27,8 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "(with --nnodes: one process, as torchrun); -np is horovodrun's spelling, with -H/--hostfile the job's total")
     cluster = run.add_argument_group("multi-host (torchrun-style flags; or set TF_CONFIG on each host and omit -n)")
     cluster.add_argument("--nnodes", type=_nnodes, default=None, metavar="N|MIN:MAX",
-                         help="hosts in the job (default 1); MIN:MAX makes an elastic job on torch's c10d rendezvous at "
-                         "--master-addr:--master-port: hosts may leave (down to MIN) and join (up to MAX)")
+                         help="hosts in the job (default 1); MIN:MAX makes an elastic job whose hosts meet at "
+                         "--master-addr:--master-port (torch's elastic rendezvous): hosts may leave (down to MIN) and join (up to MAX)")
     cluster.add_argument("--node-rank", type=int, default=None, help="index of this host (default 0)")
     cluster.add_argument("--master-addr", default="127.0.0.1",
                          help="address of rank 0's rendezvous (default 127.0.0.1); with --ps, the address every task binds")
@@ -92,7 +92,7 @@ def config_from_args(args: argparse.Namespace) -> supervisor.LaunchConfig | ps_j
         return elastic.ElasticConfig(
             command=command, min_nodes=args.nnodes[0], max_nodes=args.nnodes[1], nproc_per_node=args.nproc or 1,
             master_addr=args.master_addr, master_port=args.master_port, max_restarts=args.max_restarts,
-            timeout_s=args.timeout)
+            timeout_s=args.timeout, grace_period_s=args.grace_period)
     nproc = args.nproc
     if nproc is None and args.nnodes is not None:
         nproc = 1  # torchrun's default: --nnodes N alone is one process per host

@@ -1,48 +1,66 @@
-"""``stratagem run --nnodes MIN:MAX``: an elastic job on torch.distributed.elastic's c10d rendezvous.
+"""``stratagem run --nnodes MIN:MAX``: an elastic job; torch's elastic rendezvous says which hosts are in it.
 
-One ``stratagem run`` per host is torch's elastic agent for that host's
-``-n`` workers. The agents meet at ``--master-addr:--master-port`` (the
-rendezvous endpoint; the first agent there serves it). When a host (its
-agent and workers) dies, the other agents' workers fail in their next
-collective; the agents stop them and meet again without it, and the job goes
-on with fewer workers once at least MIN hosts are there, from the last
-``BackupAndRestore`` backup. A host started later waits at the rendezvous and
-the running agents restart their workers to take it in. Each restart after a
-failure uses one of ``--max-restarts``; a host joining does not.
+One ``stratagem run`` per host runs that host's ``-n`` workers on the
+supervisor's engine (``supervisor.start_workers`` and ``run_group``: rank
+prefixes, workers that die with it, the first failure named with its
+traceback). Which hosts are in the job, and this one's place, come from torch's
+public rendezvous (``DynamicRendezvousHandler`` over a ``C10dRendezvousBackend``)
+on a store that the first ``stratagem run`` at ``--master-addr:--master-port``
+serves, bound to that address only, its values signed with the job's secret when
+it has one (``_rendezvous.SignedStore``). A round closes 1 s after MIN hosts are
+there, or at once with MAX.
 
-Kept from stratagem's own launcher: the workers' own store is served by
-stratagem's rank 0 bound to its host's address (torch's shared agent store
-is turned off), output lines carry ``[rank r]``. Not kept: the rendezvous
-store of torch's c10d backend listens on every interface of the host that
-serves it, and its blame of a failed worker is torch's (the first failure it
-sees), not the supervisor's root-cause choice.
+When a worker fails, or a host waits to join (``num_nodes_waiting``), every host
+stops its workers and meets again: a dead host drops out after 3 missed 1 s
+heartbeats, and the job goes on with the hosts left (at least MIN) from the last
+``BackupAndRestore`` backup. A restart after a failure uses one of
+``--max-restarts``; a host joining costs none. At the end every host closes the
+rendezvous and says it left; the host serving the store waits (at most the job's
+timeout) until the others have, so none loses the store while it still needs it.
 """
 
 from __future__ import annotations
 
+import datetime
+import logging
 import os
 import sys
+import tempfile
+import time
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from stratagem.distribute._interfaces import interface_address, is_loopback, route_interface
-from stratagem.errors import ConfigurationError
-from stratagem.launcher.environment import LAUNCHED_ENV
+from stratagem.errors import ConfigurationError, WorkerFailedError
+from stratagem.launcher import supervisor
+from stratagem.launcher.environment import RESTART_COUNT_ENV
+
+if TYPE_CHECKING:  # torch is imported when a job runs, not with the CLI
+    import torch.distributed as dist
+    from torch.distributed.elastic.rendezvous import RendezvousHandler
+
+DEFAULT_TIMEOUT_S = 300.0
+_LEFT_KEY = "stratagem/left"  # in a round's store: the hosts of that round that have ended
+_OUTCOME_KEY = "stratagem/outcome"  # in the job's store: "succeeded" or "failed", set before closing it
+_NPROC_KEY = "stratagem/nproc/{node_rank}"  # in a round's store: that host's worker count
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class ElasticConfig:
-    """An elastic job's agent on this host.
+    """An elastic job's supervisor on this host.
 
     Args:
         command: The worker command line.
         min_nodes: Hosts the job needs to run (training waits, or stops, below it).
         max_nodes: Hosts the job takes at most.
         nproc_per_node: Workers on this host.
-        master_addr: Host of the rendezvous endpoint.
+        master_addr: Host of the rendezvous store.
         master_port: Its port; the same on every host.
         max_restarts: Restarts after failures (a host joining costs none).
         timeout_s: Rendezvous join timeout and the workers' collective timeout.
+        grace_period_s: How long stopped workers get before SIGKILL.
     """
 
     command: tuple[str, ...]
@@ -53,6 +71,7 @@ class ElasticConfig:
     master_port: int | None
     max_restarts: int = 3
     timeout_s: float | None = None
+    grace_period_s: float = 5.0
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_nodes <= self.max_nodes:
@@ -61,7 +80,7 @@ class ElasticConfig:
                 f"Received: min_nodes={self.min_nodes}, max_nodes={self.max_nodes}")
         if self.master_port is None:
             raise ConfigurationError(
-                "An elastic job (--nnodes MIN:MAX) needs --master-port: every host's agent meets at "
+                "An elastic job (--nnodes MIN:MAX) needs --master-port: every host's `stratagem run` meets at "
                 "--master-addr:--master-port, so all must name the same one. Received: master_port=None")
 
 
@@ -75,36 +94,208 @@ def parse_nnodes(text: str) -> tuple[int, int]:
 
 
 def run(config: ElasticConfig) -> int:
-    """Runs this host's agent until the job ends; returns 0 when it succeeded, 1 when it failed."""
-    from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs, Std
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+    """Runs this host's part of the job until it ends; returns 0 when it succeeded.
 
-    timeout_s = config.timeout_s or 300.0
+    Raises:
+        WorkerFailedError: When a worker here failed and no restart was left;
+            every worker here has been stopped, and the rendezvous is closed.
+    """
+    from torch.distributed.elastic.rendezvous import RendezvousError
+
     if config.max_restarts == 0:
         warnings.warn("An elastic job with --max-restarts 0 ends at the first lost host: going on without it is a "
                       "restart. Pass --max-restarts K to survive K losses.", stacklevel=2)
-    # NOTE: with torch's shared agent store MASTER_PORT would be the agent's store, listening on every
-    # interface; without it rank 0 of our workers serves the job's store, bound to MASTER_ADDR only.
-    os.environ["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
-    os.environ.update({LAUNCHED_ENV: "1", "PYTHONUNBUFFERED": "1", "STRATAGEM_TIMEOUT_S": f"{timeout_s:g}"})
-    launch = LaunchConfig(
-        min_nodes=config.min_nodes, max_nodes=config.max_nodes, nproc_per_node=config.nproc_per_node,
-        run_id=os.environ.get("STRATAGEM_RUN_ID", f"stratagem-{config.master_port}"), rdzv_backend="c10d",
-        rdzv_endpoint=f"{config.master_addr}:{config.master_port}",
-        # A dead host is noticed after about 3 missed 1 s heartbeats; a round closes 1 s after MIN arrived.
-        rdzv_configs={"join_timeout": timeout_s, "last_call_timeout": 1, "keep_alive_interval": 1,
-                      "keep_alive_max_attempt": 3},
-        max_restarts=config.max_restarts, monitor_interval=0.5, local_addr=_local_address(config.master_addr),
-        # torch prefixes only the lines it tees from its log files: tee both streams, files in a temp dir.
-        logs_specs=DefaultLogsSpecs(tee=Std.ALL), log_line_prefix_template="[rank ${rank}] ",
-    )
+    timeout_s = config.timeout_s or DEFAULT_TIMEOUT_S
     try:
-        elastic_launch(launch, config.command[0])(*config.command[1:])
-    except ChildFailedError as err:
-        print(f"stratagem: the elastic job failed: {err.format_msg()}", file=sys.stderr, flush=True)
+        membership = _Membership(config, timeout_s)
+    except ConfigurationError as err:
+        print(f"stratagem: {err}", file=sys.stderr, flush=True)
         return 1
-    return 0
+    wait_for_others = True
+    try:
+        code = _run_rounds(config, membership, timeout_s)
+        wait_for_others = code != 130  # Ctrl-C ends this host now
+        return code
+    except RendezvousError as err:
+        wait_for_others = False  # the store is gone or unusable
+        print(f"stratagem: {membership.explain(err)}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        membership.leave(wait_for_others=wait_for_others)
+
+
+def _run_rounds(config: ElasticConfig, membership: _Membership, timeout_s: float) -> int:
+    """One start of this host's workers per round of the rendezvous, until the job ends."""
+    failures, last_failure = 0, None
+    for start in range(sys.maxsize):
+        placement = membership.next_round(config.nproc_per_node)
+        if placement is None:  # the job was ended on another host
+            if last_failure is not None:
+                raise last_failure
+            if not membership.succeeded():
+                raise WorkerFailedError(
+                    "Another host ended the elastic job after a failure (its output names the worker); no worker "
+                    "runs here.", rank=-1, exit_code=1, log_tail="")
+            print("stratagem: the job finished on the other hosts", file=sys.stderr, flush=True)
+            return 0
+        with tempfile.TemporaryDirectory(prefix="stratagem-errors-") as error_dir:
+            env = dict(os.environ) | {RESTART_COUNT_ENV: str(start)}
+            workers = supervisor.start_workers(config.command, env, placement, timeout_s=timeout_s,
+                                               error_dir=error_dir, local_job=False)
+            try:
+                code = supervisor.run_group(workers, world_size=placement.world_size,
+                                            grace_period_s=config.grace_period_s, interrupted=membership.nodes_waiting)
+            except WorkerFailedError as err:
+                if failures == config.max_restarts:
+                    membership.end(succeeded=False)
+                    raise
+                failures, last_failure = failures + 1, err
+                logger.warning("%s", err)
+                print(f"stratagem: worker rank {err.rank} failed (exit code {err.exit_code}); restarting the workers "
+                      f"once the hosts meet again (restart {failures} of {config.max_restarts})",
+                      file=sys.stderr, flush=True)
+                continue
+        last_failure = None
+        if code is None:
+            print("stratagem: a host is waiting to join; restarting the workers to take it in (not counted as a "
+                  "restart)", file=sys.stderr, flush=True)
+            continue
+        if code == 0:
+            membership.end(succeeded=True)
+        return code  # 130: stopped by a signal; the others see this host's heartbeats stop
+    raise AssertionError("unreachable: the loop returns or raises")
+
+
+class _Membership:
+    """This host's place in the job, from torch's rendezvous handler: one round per start of the workers."""
+
+    def __init__(self, config: ElasticConfig, timeout_s: float) -> None:
+        from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
+        from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler, RendezvousTimeout
+
+        assert config.master_port is not None, "ElasticConfig requires it"
+        self._endpoint = f"{config.master_addr}:{config.master_port}"
+        self._timeout_s = timeout_s
+        self._store, self.serving = _open_store(config.master_addr, config.master_port, timeout_s)
+        # NOTE: without this, rank 0's host would also serve a store for the workers, on every interface.
+        os.environ["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
+        run_id = os.environ.get("STRATAGEM_RUN_ID", f"stratagem-{config.master_port}")
+        timeouts = RendezvousTimeout(join=datetime.timedelta(seconds=timeout_s),
+                                     last_call=datetime.timedelta(seconds=1), close=datetime.timedelta(seconds=10))
+        # A dead host is noticed after 3 missed 1 s heartbeats.
+        self._handler: RendezvousHandler = DynamicRendezvousHandler.from_backend(
+            run_id, self._store, C10dRendezvousBackend(self._store, run_id), config.min_nodes, config.max_nodes,
+            local_addr=_local_address(config.master_addr), timeout=timeouts, keep_alive_interval=1,
+            keep_alive_max_attempt=3)
+        self._round_store: dist.Store | None = None
+        self._num_nodes = 0
+
+    def next_round(self, nproc: int) -> supervisor.Placement | None:
+        """Meets the other hosts; this host's workers' placement, or None when the job was ended (closed)."""
+        from torch.distributed.elastic.rendezvous import RendezvousClosedError
+
+        try:
+            info = self._handler.next_rendezvous()
+        except RendezvousClosedError:
+            return None
+        store, node_rank, self._num_nodes = info.store, info.rank, info.world_size
+        self._round_store = store
+        # Hosts may run different -n: each publishes its count, and ranks are numbered host by host.
+        store.set(_NPROC_KEY.format(node_rank=node_rank), str(nproc))
+        counts = [int(store.get(_NPROC_KEY.format(node_rank=r))) for r in range(info.world_size)]
+        # Node rank 0 picked a free port for its rank 0, which serves the workers' store on its address.
+        master = info.bootstrap_store_info
+        assert master is not None, "torch's handler returns it"
+        return supervisor.Placement(first_rank=sum(counts[:node_rank]), num_local=nproc, world_size=sum(counts),
+                                    master_addr=master.master_addr, master_port=master.master_port)
+
+    def nodes_waiting(self) -> bool:
+        """Whether a host waits to join: the workers then restart to take it in."""
+        return self._handler.num_nodes_waiting() > 0
+
+    def succeeded(self) -> bool:
+        """Whether the host that closed the rendezvous did so after its workers succeeded."""
+        try:
+            return self._store.check([_OUTCOME_KEY]) and self._store.get(_OUTCOME_KEY) == b"succeeded"
+        except Exception:  # noqa: BLE001 -- the host that knew is gone: no success to report
+            return False
+
+    def end(self, *, succeeded: bool) -> None:
+        """Closes the rendezvous (no host starts a new round) after the job succeeded or failed here for good.
+
+        After this host's own success, trouble reaching the store is no failure:
+        the host serving it may have ended first.
+        """
+        try:
+            self._store.set(_OUTCOME_KEY, "succeeded" if succeeded else "failed")
+            self._handler.set_closed()
+        except Exception as err:  # noqa: BLE001 -- the outcome is decided: only say what happened
+            logger.info("Could not close the rendezvous at %s: %s", self._endpoint, err)
+
+    def leave(self, *, wait_for_others: bool) -> None:
+        """Tells the others this host has left its last round; the host serving the store first waits for them.
+
+        The wait ends when every other host of that round has left, or after the
+        job's timeout, so no host still talking to the store loses it.
+        """
+        try:
+            if self._round_store is None:
+                return
+            if not self.serving:
+                self._round_store.add(_LEFT_KEY, 1)
+                return
+            deadline = time.monotonic() + self._timeout_s
+            while wait_for_others and time.monotonic() < deadline:
+                if self._round_store.add(_LEFT_KEY, 0) >= self._num_nodes - 1:
+                    return
+                time.sleep(0.1)
+        except Exception as err:  # noqa: BLE001 -- leaving: the outcome is decided already
+            logger.info("Could not tell the rendezvous at %s that this host left: %s", self._endpoint, err)
+
+    def explain(self, err: BaseException) -> str:
+        """One line for a rendezvous error: what happened and what to check."""
+        from torch.distributed.elastic.rendezvous import RendezvousTimeoutError
+
+        forged = err.__cause__ if isinstance(err.__cause__, ConfigurationError) else None
+        if forged is not None:
+            return str(forged)
+        if isinstance(err, RendezvousTimeoutError):
+            return (f"the hosts did not meet at {self._endpoint} within {self._timeout_s:g}s: fewer than --nnodes MIN "
+                    "joined. Start `stratagem run` with the same --nnodes, --master-addr and --master-port on the "
+                    f"other hosts, or raise --timeout. Received: timeout_s={self._timeout_s:g}")
+        return (f"lost the rendezvous store at {self._endpoint}: the `stratagem run` serving it (the first one "
+                f"there) exited or cannot be reached, so the job cannot go on; its output says why. "
+                f"Received: {type(err).__name__}: {err}")
+
+
+def _open_store(master_addr: str, master_port: int, timeout_s: float) -> tuple[dist.Store, bool]:
+    """The rendezvous store: served here when the endpoint is free on this host, else reached there.
+
+    Returns the store (signed with the job's secret when it has one) and whether this process serves it.
+    """
+    import torch.distributed as dist
+
+    from stratagem.distribute import _rendezvous, job_secret
+
+    timeout = datetime.timedelta(seconds=timeout_s)
+    listener = _rendezvous.listen_if_free(master_addr, master_port)
+    store: dist.Store
+    if listener is not None:
+        store = dist.TCPStore(master_addr, master_port, is_master=True, timeout=timeout, wait_for_workers=False,
+                              master_listen_fd=listener.detach())
+    else:
+        try:
+            store = dist.TCPStore(master_addr, master_port, is_master=False, timeout=timeout)
+        except (RuntimeError, dist.DistError) as err:
+            raise ConfigurationError(
+                f"No rendezvous answered at {master_addr}:{master_port} within {timeout_s:g}s. The first `stratagem "
+                "run` of the job serves it on the host --master-addr names: start it there, and check that this "
+                f"host reaches that address. Received: master_addr={master_addr!r}, master_port={master_port}"
+            ) from None
+    key = job_secret.store_signing_key()
+    if key is not None:
+        store = _rendezvous.SignedStore(store, key=key, where=f"stratagem run, store at {master_addr}:{master_port}")
+    return store, listener is not None
 
 
 def _local_address(master_addr: str) -> str:
@@ -118,4 +309,3 @@ def _local_address(master_addr: str) -> str:
             f"Cannot tell which of this host's addresses reaches the rendezvous host {master_addr!r}. Check that "
             f"it resolves and is routable from here. Received: master_addr={master_addr!r}")
     return address
-

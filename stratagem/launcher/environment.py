@@ -31,11 +31,12 @@ Variables a worker reads, and who sets them:
   script.
 - ``STRATAGEM_RESTART_COUNT``: how often the group was restarted before this
   start (0 on the first). Launcher (``--max-restarts``). In a ``--ps`` job it
-  counts the restarts of that one worker, which is restarted alone.
+  counts the restarts of that one worker, which is restarted alone; in an
+  elastic job (``--nnodes MIN:MAX``) this host's earlier starts, a host joining
+  included.
 - ``TORCHELASTIC_ERROR_FILE``: where the worker records its uncaught exception
   (torch's ``@record`` layout: message, traceback, time) so the launcher can blame
-  the first failure rather than the peers that failed because of it. Launcher
-  (torch's elastic agent for ``--nnodes MIN:MAX``).
+  the first failure rather than the peers that failed because of it. Launcher.
 - ``STRATAGEM_JOB_SECRET``: the job's secret; every gRPC call of a parameter-server job
   proves it and the rendezvous keeps its keys under a prefix derived from it
   (``stratagem.distribute.job_secret``). Launcher: a fresh one per one-host job, unless

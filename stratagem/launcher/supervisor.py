@@ -1,23 +1,23 @@
-"""Start, watch and stop the worker processes of one job on this host.
+"""Start, watch and stop the worker processes of one job on this host: stratagem's one launch engine.
 
 Each worker's output is passed through line by line with a ``[rank r]``
 prefix. The first worker to fail stops the job: the others are terminated
 (SIGTERM, then SIGKILL after a grace period), and ``WorkerFailedError``
 carries the failing rank, its exit code and the last lines of its stderr.
 Workers die with the supervisor (Linux ``PR_SET_PDEATHSIG``), so no orphan
-survives it, even when the supervisor itself is killed.
+survives it, even when the supervisor itself is killed. ``run`` drives one
+fixed-size job (``-n``, static ``--nnodes``, ``-H``); an elastic job
+(``--nnodes MIN:MAX``, ``elastic.py``) drives the same ``start_workers`` and
+``run_group`` once per round of torch's rendezvous.
 
-NOTE: fixed-size jobs (``-n``, static ``--nnodes``, ``-H``) run here rather than
-on torch's elastic agent (``elastic.py``, for ``--nnodes MIN:MAX``), because
-the agent of torch 2.13 breaks promises this module keeps: its rendezvous
-store listens on every interface (``*:PORT``, static and c10d backends), its
-workers start in their own session without a parent-death signal (they
-outlive a SIGKILLed launcher), a failure or restart gives the others a fixed
-30 s before SIGKILL (``--grace-period`` reaches only its signal path), it has
-no restart backoff and cannot tell a SIGSTOPped rank from a dead one (it stops
-the group before returning), and its workers share one environment (no
-per-replica ``TF_CONFIG``). Both engines read one error-file format, torch's
-``@record`` layout (``stratagem._launched``).
+NOTE: torch's elastic agent is not used, because the agent of torch 2.13 breaks
+promises this module keeps: its rendezvous store listens on every interface
+(``*:PORT``), its workers start in their own session without a parent-death
+signal (they outlive a SIGKILLed launcher), a failure or restart gives the
+others a fixed 30 s before SIGKILL, it cannot tell a SIGSTOPped rank from a
+dead one, and its workers share one environment (no per-replica ``TF_CONFIG``).
+Workers record their uncaught exception in torch's ``@record`` layout
+(``stratagem._launched``).
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Literal
 
 from stratagem._process import die_with_parent
 from stratagem.distribute import job_secret
@@ -144,25 +144,42 @@ def run(config: LaunchConfig) -> int:
 
 
 def _run_in(config: LaunchConfig, error_dir: str, attempt: int) -> int:
-    workers = _start_workers(config, error_dir, attempt)
+    resolver = _tf_config_resolver(os.environ)
+    world_size = config.num_processes * config.nnodes if config.num_processes else \
+        resolver.world_size if resolver else 1
+    code = run_group(_start_workers(config, error_dir, attempt), world_size=world_size,
+                     grace_period_s=config.grace_period_s)
+    assert code is not None, "no interruption was asked for"
+    return code
+
+
+def run_group(workers: list[Worker], *, world_size: int, grace_period_s: float,
+              interrupted: Callable[[], bool] | None = None) -> int | None:
+    """Watches one start of the workers to its end, then stops every worker still running.
+
+    Returns 0 when every worker succeeded, 130 when SIGINT/SIGTERM (Ctrl-C)
+    stopped the job, and None when ``interrupted()`` (polled about every
+    0.5 s) became true: an elastic job's hosts changed.
+
+    Raises:
+        WorkerFailedError: For the first worker that failed (the root cause,
+            or a stopped worker that hung its peers).
+    """
     signaled: set[int] = set()
     hung: list[Worker] = []
     with stop_on_signals() as stop:
         try:
-            failed = _watch(workers, stop)
-            if failed is not None:  # looked at before our signals: a stopped worker hangs its peers' collectives
+            outcome = _watch(workers, stop, interrupted)
+            if isinstance(outcome, Worker):  # looked at before our signals: a stopped worker hangs its peers
                 hung = [worker for worker in workers if _is_stopped(worker)]
         finally:
-            signaled = stop_all(workers, config.grace_period_s)
-    if failed is not None:
-        resolver = _tf_config_resolver(os.environ)
-        world_size = config.num_processes * config.nnodes if config.num_processes else \
-            resolver.world_size if resolver else 1
-        raise _failure(hung[0], world_size, reported_by=failed) if hung else \
-            _failure(_root_cause(failed, workers, signaled), world_size)
-    if stop.is_set():
-        return 130
-    return 0
+            signaled = stop_all(workers, grace_period_s)
+    if isinstance(outcome, Worker):
+        raise _failure(hung[0], world_size, reported_by=outcome) if hung else \
+            _failure(_root_cause(outcome, workers, signaled), world_size)
+    if outcome == "interrupted":
+        return None
+    return 130 if stop.is_set() else 0
 
 
 @contextlib.contextmanager
@@ -201,6 +218,25 @@ class Worker:
     error_file: str
 
 
+@dataclass(frozen=True)
+class Placement:
+    """Where this host's workers sit in the job: ranks ``first_rank`` to ``first_rank + num_local - 1``.
+
+    Args:
+        first_rank: Global rank of this host's first worker.
+        num_local: Workers on this host.
+        world_size: Workers in the job.
+        master_addr: Where rank 0 serves the workers' store.
+        master_port: Its port.
+    """
+
+    first_rank: int
+    num_local: int
+    world_size: int
+    master_addr: str
+    master_port: int
+
+
 def _start_workers(config: LaunchConfig, error_dir: str, attempt: int) -> list[Worker]:
     # NOTE: one host: every process is ours, so the job gets a fresh secret; a multi-host job
     # uses the one the user gave every host (job_secret).
@@ -212,10 +248,21 @@ def _start_workers(config: LaunchConfig, error_dir: str, attempt: int) -> list[W
         return [spawn(config.command, base_env, rank=rank, label=label,
                       error_file=os.path.join(error_dir, f"rank{rank}.json"))]
     port = config.master_port or find_free_port(config.master_addr)
-    world_size = config.num_processes * config.nnodes
-    # NOTE: each local replica gets a TF_CONFIG naming the same job as its RANK/WORLD_SIZE/MASTER_*
-    # (TF scripts read it); a multi-host job's other addresses are unknown here, so it gets none.
-    tf_configs = local_tf_configs(world_size, host=config.master_addr, master_port=port) if config.nnodes == 1 else None
+    placement = Placement(first_rank=config.node_rank * config.num_processes, num_local=config.num_processes,
+                          world_size=config.num_processes * config.nnodes, master_addr=config.master_addr,
+                          master_port=port)
+    return start_workers(config.command, base_env, placement, timeout_s=config.timeout_s, error_dir=error_dir,
+                         local_job=config.nnodes == 1)
+
+
+def start_workers(command: tuple[str, ...], base_env: dict[str, str], placement: Placement, *,
+                  timeout_s: float | None, error_dir: str, local_job: bool) -> list[Worker]:
+    """Starts this host's ``placement.num_local`` workers, each with its ``RANK`` and the job's layout."""
+    # NOTE: each local replica of a one-host job gets a TF_CONFIG naming the same job as its
+    # RANK/WORLD_SIZE/MASTER_* (TF scripts read it); a multi-host job's other addresses are unknown here.
+    tf_configs = local_tf_configs(placement.world_size, host=placement.master_addr,
+                                  master_port=placement.master_port) if local_job else None
+    base_env = dict(base_env)
     if "TF_CONFIG" in base_env:
         what = "replaced by one per replica naming the same job" if tf_configs else "dropped"
         warnings.warn(f"TF_CONFIG is {what} for the -n local replicas: they use RANK/WORLD_SIZE/MASTER_*.", stacklevel=3)
@@ -223,16 +270,16 @@ def _start_workers(config: LaunchConfig, error_dir: str, attempt: int) -> list[W
     if "OMP_NUM_THREADS" not in base_env:
         # Each local replica gets its share of the host's cores; oversubscribing them
         # makes every replica, and so every step, slower. torch reads this at start.
-        base_env["OMP_NUM_THREADS"] = str(threads_per_process(config.num_processes))
+        base_env["OMP_NUM_THREADS"] = str(threads_per_process(placement.num_local))
     workers = []
-    for local_rank in range(config.num_processes):
-        rank = config.node_rank * config.num_processes + local_rank
+    for local_rank in range(placement.num_local):
+        rank = placement.first_rank + local_rank
         env = base_env | worker_env(
-            rank=rank, world_size=world_size, local_rank=local_rank, local_world_size=config.num_processes,
-            master_addr=config.master_addr, master_port=port, timeout_s=config.timeout_s,
+            rank=rank, world_size=placement.world_size, local_rank=local_rank, local_world_size=placement.num_local,
+            master_addr=placement.master_addr, master_port=placement.master_port, timeout_s=timeout_s,
         ) | ({"TF_CONFIG": tf_configs[rank]} if tf_configs else {})
         error_file = os.path.join(error_dir, f"rank{rank}.json")
-        workers.append(spawn(config.command, env, rank=rank, label=f"rank {rank}", error_file=error_file))
+        workers.append(spawn(command, env, rank=rank, label=f"rank {rank}", error_file=error_file))
     return workers
 
 
@@ -294,8 +341,10 @@ def _pump(source: IO[bytes], sink: IO[str], prefix: str, tail: collections.deque
     source.close()
 
 
-def _watch(workers: list[Worker], stop: threading.Event) -> Worker | None:
-    """Waits until every worker exits 0 (returns None), one fails (returns it), or stop is set."""
+def _watch(workers: list[Worker], stop: threading.Event,
+           interrupted: Callable[[], bool] | None) -> Worker | Literal["interrupted"] | None:
+    """Waits until every worker exits 0 (None), one fails (returns it), ``interrupted()``, or stop is set (None)."""
+    next_poll = time.monotonic() + 0.5
     while not stop.is_set():
         running = False
         for worker in workers:
@@ -306,6 +355,10 @@ def _watch(workers: list[Worker], stop: threading.Event) -> Worker | None:
                 return worker
         if not running:
             return None
+        if interrupted is not None and time.monotonic() >= next_poll:
+            if interrupted():
+                return "interrupted"
+            next_poll = time.monotonic() + 0.5
         stop.wait(0.05)
     return None
 
