@@ -1,29 +1,55 @@
-"""What is in force now: the strategies entered with ``scope()`` and the replica context.
+"""What is in force now: the strategies entered with ``scope()`` and what the running code is part of.
 
 Nothing else in stratagem keeps mutable module state. The bottom of the stack
 is the default strategy (a ``OneDeviceStrategy`` made on first use). What a
-step needs (its global batch size) travels as arguments, not through here. Inside
-``strategy.run`` the code is in that strategy's replica context (TF's words):
-Keras optimizers then sum gradients across replicas, and Keras metrics read there
-give this replica's value (``stratagem.models.keras_internals``).
+step needs (its batch, its global batch size) travels as arguments, not through here.
+
+The one ambient value (a context variable, so it is scoped to the call and to the
+thread) says what the running code is part of. Each field is here because a public
+signature between the place that knows it and the place that needs it has no room
+for it:
+
+- ``replica_strategy``: inside ``strategy.run`` the code is in that strategy's
+  replica context (TF's words). ``tf.distribute.get_strategy()``, Keras's
+  ``optimizer.apply_gradients(grads_and_vars)`` (which then sums gradients across
+  replicas) and ``metric.result()`` (this replica's value there) take no strategy
+  (``stratagem.models.keras_internals``).
+- ``scheduled_step``: the id of the step a ``ClusterCoordinator`` runs on this
+  worker; the parameter servers apply each id once. It is known where the
+  coordinator calls the user's function (``schedule(fn, args)``) and needed where
+  that function's ``optimizer.step()`` (torch's signature) pushes the gradients.
+
+Keras's own device (``keras.device``, entered by ``Strategy.scope()`` and around
+every Keras call stratagem makes, with the device as an argument) is Keras's
+ambient value, not ours: Keras layers and variables read it and take no device.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import threading
 import weakref
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from stratagem.distribute.strategy import Strategy
     from stratagem.distribute.values import ReplicaContext
 
+
+
+@dataclasses.dataclass(frozen=True)
+class _Running:
+    """What the running code is part of (the module docstring says why each field cannot be an argument)."""
+
+    replica_strategy: Strategy | None = None  # whose run() is calling (TF's replica context); None: cross-replica
+    scheduled_step: int | None = None  # the id of the coordinator's step this worker is running
+
+
 _lock = threading.Lock()
-# The strategy whose run() is calling the code now (TF's replica context), else None (cross-replica context).
-_replica_strategy: contextvars.ContextVar[Strategy | None] = contextvars.ContextVar("replica_strategy", default=None)
+_running: contextvars.ContextVar[_Running] = contextvars.ContextVar("running", default=_Running())
 _stack: list[Strategy] = []
 _default: Strategy | None = None
 _distributed: weakref.ref[Strategy] | None = None  # the last strategy made with several replicas
@@ -31,7 +57,7 @@ _distributed: weakref.ref[Strategy] | None = None  # the last strategy made with
 
 def get_strategy() -> Strategy:
     """Returns the strategy whose ``run`` is calling, else that of the innermost ``scope()``, else the default."""
-    replica = _replica_strategy.get()
+    replica = _running.get().replica_strategy
     if replica is not None:  # as in TF, code inside strategy.run sees that strategy
         return replica
     if _stack:
@@ -41,7 +67,7 @@ def get_strategy() -> Strategy:
 
 def has_strategy() -> bool:
     """True inside the ``scope()`` (or the ``run``) of a strategy other than the default one."""
-    return bool(_stack) or _replica_strategy.get() is not None
+    return bool(_stack) or _running.get().replica_strategy is not None
 
 
 def push(strategy: Strategy) -> None:
@@ -92,18 +118,32 @@ def _default_strategy() -> Strategy:
 
 
 @contextlib.contextmanager
-def replica_context(strategy: Strategy) -> Iterator[None]:
-    """Within this block, code runs for one replica of ``strategy`` (inside ``strategy.run``)."""
-    token = _replica_strategy.set(strategy)
+def _running_as(**fields: Any) -> Iterator[None]:
+    token = _running.set(dataclasses.replace(_running.get(), **fields))
     try:
         yield
     finally:
-        _replica_strategy.reset(token)
+        _running.reset(token)
+
+
+def replica_context(strategy: Strategy) -> contextlib.AbstractContextManager[None]:
+    """Within this block, code runs for one replica of ``strategy`` (inside ``strategy.run``)."""
+    return _running_as(replica_strategy=strategy)
+
+
+def scheduled_step(step_id: int) -> contextlib.AbstractContextManager[None]:
+    """Within this block, this worker runs the coordinator's step ``step_id``."""
+    return _running_as(scheduled_step=step_id)
+
+
+def scheduled_step_id() -> int | None:
+    """The id of the coordinator's step this worker is running, or None outside one."""
+    return _running.get().scheduled_step
 
 
 def replica_strategy() -> Strategy | None:
     """The strategy whose ``run`` is calling the current code, or None outside ``run`` (cross-replica context)."""
-    return _replica_strategy.get()
+    return _running.get().replica_strategy
 
 
 def get_replica_context() -> ReplicaContext | None:
@@ -114,7 +154,7 @@ def get_replica_context() -> ReplicaContext | None:
     """
     from stratagem.distribute.values import ReplicaContext
 
-    replica = _replica_strategy.get()
+    replica = _running.get().replica_strategy
     if replica is not None:
         return ReplicaContext(replica)
     if _stack:
@@ -124,4 +164,4 @@ def get_replica_context() -> ReplicaContext | None:
 
 def in_cross_replica_context() -> bool:
     """True inside a strategy's ``scope()`` and outside its ``run`` (``tf.distribute.in_cross_replica_context``)."""
-    return bool(_stack) and _replica_strategy.get() is None
+    return bool(_stack) and _running.get().replica_strategy is None

@@ -7,10 +7,10 @@ field says which torch.distributed setting it becomes.
 from __future__ import annotations
 
 import enum
-import os
 from dataclasses import dataclass
 from typing import Any
 
+from stratagem._environ import number_from_env
 from stratagem.distribute.compression import parse_compression
 from stratagem.distribute.values import parse_enum
 
@@ -65,16 +65,8 @@ class CommunicationOptions:
         """The timeout in force: the explicit one, else the environment's, else the default."""
         if self.timeout_seconds is not None:
             return float(self.timeout_seconds)
-        raw = os.environ.get(TIMEOUT_ENV)
-        if raw is None:
-            return DEFAULT_TIMEOUT_S
-        try:
-            value = float(raw)
-        except ValueError:
-            value = -1.0
-        if value <= 0:
-            raise ValueError(f"{TIMEOUT_ENV} must be a positive number of seconds. Received: {TIMEOUT_ENV}={raw!r}")
-        return value
+        return number_from_env(TIMEOUT_ENV, DEFAULT_TIMEOUT_S,
+                               meaning="how many seconds a rendezvous or collective may wait for a peer")
 
     def backend(self, device_type: str) -> str:
         """The torch.distributed backend name for replicas on ``device_type``."""

@@ -26,16 +26,16 @@ is dropped by that server (and counted), instead of being applied.
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 from typing_extensions import override
 
+from stratagem._environ import number_from_env
+from stratagem.distribute import context
 from stratagem.distribute.capabilities import StrategyOptimizer
 from stratagem.distribute.compression import refuse_compression
 from stratagem.distribute.cluster import CHIEF, PS, WORKER, ClusterResolver, TFConfigClusterResolver
@@ -51,14 +51,6 @@ from stratagem.errors import ConfigurationError
 
 WORKER_TIMEOUT_ENV = "STRATAGEM_WORKER_TIMEOUT_S"
 DEFAULT_WORKER_TIMEOUT_S = 10.0
-
-
-@dataclass
-class StepContext:
-    """The scheduled step a worker is running: its id (servers apply it once) and the versions it pulled."""
-
-    step_id: int
-    versions: dict[int, int] = field(default_factory=dict)  # server index -> its version at the pull
 
 
 class ParameterServerStrategy(Strategy):
@@ -97,15 +89,15 @@ class ParameterServerStrategy(Strategy):
         self._partitioner = variable_partitioner
         self._staleness = staleness
         self._timeout_s = (communication_options or CommunicationOptions()).resolved_timeout_s()
-        timeout = worker_timeout_s if worker_timeout_s is not None else float(
-            os.environ.get(WORKER_TIMEOUT_ENV, DEFAULT_WORKER_TIMEOUT_S))
-        if timeout <= 0:
-            raise ValueError(f"worker_timeout_s must be positive. Received: worker_timeout_s={timeout}")
-        self._worker_timeout_s = timeout
+        if worker_timeout_s is not None and worker_timeout_s <= 0:
+            raise ValueError(f"worker_timeout_s must be positive. Received: worker_timeout_s={worker_timeout_s}")
+        self._worker_timeout_s = worker_timeout_s if worker_timeout_s is not None else number_from_env(
+            WORKER_TIMEOUT_ENV, DEFAULT_WORKER_TIMEOUT_S, meaning="how many seconds a worker may stay silent")
         self._modules: list[tuple[str, nn.Module]] = []
         self.cluster_coordinator: Any = None  # the one ClusterCoordinator of this strategy, once made
         self._names: dict[int, str] = {}  # id(parameter) -> variable name
-        self._step: StepContext | None = None  # set while a worker runs a scheduled step
+        # server index -> its version when this process last pulled: the values its gradients are computed from
+        self._pulled_versions: dict[int, int] = {}
         super().__init__(cluster_resolver=cluster_resolver if cluster_resolver is not None else TFConfigClusterResolver())
 
     # ---- what the coordinator and tests read ----------------------------------------
@@ -150,14 +142,13 @@ class ParameterServerStrategy(Strategy):
         return self._input_context()
 
     @contextlib.contextmanager
-    def scheduled_step(self, step_id: int) -> Iterator[StepContext]:
+    def scheduled_step(self, step_id: int) -> Iterator[None]:
         """Runs a scheduled step on this worker: pulls current values first; pushes carry ``step_id``."""
-        self._step = StepContext(step_id)
-        try:
-            self.pull_all()  # the step computes on the servers' current values
-            yield self._step
-        finally:
-            self._step = None
+        self.pull_all()  # the step computes on the servers' current values
+        # NOTE: the step's pushes happen in the user's optimizer.step(), which takes no step id: it
+        # travels in context.py's one ambient value.
+        with context.scheduled_step(step_id):
+            yield
 
     # ---- hooks -------------------------------------------------------------------------
     @override
@@ -271,8 +262,7 @@ class ParameterServerStrategy(Strategy):
         with torch.no_grad():
             for name, parameter in named.items():
                 parameter.copy_(values[name].to(parameter.device))
-        if self._step is not None:  # the staleness bound compares a push with what its step pulled
-            self._step.versions.update(versions)
+        self._pulled_versions.update(versions)  # the staleness bound compares a push with what it was computed from
 
     def _push_then_step_local(self, optimizer: torch.optim.Optimizer) -> None:
         self._push(optimizer)  # clears the pushed gradients, so the local step leaves those parameters alone
@@ -288,12 +278,12 @@ class ParameterServerStrategy(Strategy):
                     parameter.grad = None  # the servers apply it; this copy changes only by pulling
         if not gradients:
             return
-        step = self._step
-        meta: dict[str, Any] = {"optimizer": optimizer_spec(optimizer), "step": step.step_id if step else None}
+        step = context.scheduled_step_id()
+        meta: dict[str, Any] = {"optimizer": optimizer_spec(optimizer), "step": step}
         if self._staleness is not None:
             meta["staleness"] = self._staleness
         # A dropped (stale) or refused (already applied) push is counted by its server (Stats).
-        self._variables.push(gradients, meta, step.versions if step else None)
+        self._variables.push(gradients, meta, dict(self._pulled_versions) if step is not None else None)
 
     def __repr__(self) -> str:
         return (f"ParameterServerStrategy(task={self._task_type}:{self._task_id}, workers={self._num_workers}, "

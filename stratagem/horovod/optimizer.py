@@ -21,7 +21,6 @@ is false for the wrapper.
 from __future__ import annotations
 
 import contextlib
-import os
 import warnings
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -30,6 +29,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from stratagem._environ import number_from_env
 from stratagem.horovod import _handles, _negotiation, basics, grouped, ops
 from stratagem.horovod._negotiation import Call, Kind
 from stratagem.horovod.basics import ProcessSet, global_process_set
@@ -345,17 +345,8 @@ _DEFAULT_FUSION_BYTES = 32 * 1024 * 1024
 
 def _fusion_threshold() -> int:
     """Most bytes one fused all-reduce carries (Horovod's ``HOROVOD_FUSION_THRESHOLD``; 0: one per gradient)."""
-    text = os.environ.get(FUSION_THRESHOLD_ENV)
-    if text is None:
-        return _DEFAULT_FUSION_BYTES
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ValueError(f"{FUSION_THRESHOLD_ENV} is the most bytes one fused all-reduce carries: a whole number, "
-                         f"0 or more (0 sends each gradient on its own). Received: {FUSION_THRESHOLD_ENV}={text!r}")
-    return value
+    return number_from_env(FUSION_THRESHOLD_ENV, _DEFAULT_FUSION_BYTES, zero_allowed=True,
+                           meaning="the most bytes one fused all-reduce carries (0 sends each gradient on its own)")
 
 
 def _parameter_names(optimizer: torch.optim.Optimizer,

@@ -6,6 +6,7 @@ tests send bytes straight to a server, as a broken or hostile client would.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import struct
 from collections.abc import Iterator
@@ -226,3 +227,32 @@ def test_global_clipnorm_is_refused_because_no_server_sees_every_gradient(server
         strategy.distribute_optimizer(optimizer)
     kept = optimizers.SGD(clipnorm=1.0).build(module.parameters(), torch.device("cpu"))
     assert strategy.distribute_optimizer(kept) is not kept  # per-variable clipping is what Keras does too
+
+
+def test_pushes_in_a_scheduled_step_carry_its_id_and_the_versions_it_pulled(servers: list[ParameterServer]) -> None:
+    from torch import nn
+
+    from stratagem.distribute import ParameterServerStrategy, SimpleClusterResolver, context
+
+    cluster = {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"], "ps": [servers[0].address]}
+    chief, worker = (ParameterServerStrategy(SimpleClusterResolver(cluster, task_type=task, task_id=0), staleness=0)
+                     for task in ("chief", "worker"))
+    modules = [strategy.distribute_module(nn.Linear(2, 1, bias=False)) for strategy in (chief, worker)]
+    optimizers = [strategy.distribute_optimizer(torch.optim.SGD(module.parameters(), lr=0.5))
+                  for strategy, module in zip((chief, worker), modules)]
+
+    def push(who: int) -> None:
+        modules[who].weight.grad = torch.ones_like(modules[who].weight)
+        optimizers[who].step()
+
+    with worker.scheduled_step(7):
+        assert context.scheduled_step_id() == 7
+        push(1)  # applied: the server moves to version 1
+        push(1)  # step 7 again (a re-run after a worker died): refused
+    assert context.scheduled_step_id() is None
+    with worker.scheduled_step(8):  # pulls version 1
+        contextvars.Context().run(push, 0)  # another process's push, in no step: applied, version 2
+        push(1)  # computed from version 1, one push behind: dropped under staleness=0
+    stats = worker.variables.clients[0].call("Stats", {}, {})[1]
+    assert stats["applied_steps"] == [7] and stats["duplicates_refused"] == 1
+    assert stats["stale_dropped"] == 1 and stats["pushes_applied"] == 2
