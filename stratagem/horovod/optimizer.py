@@ -5,8 +5,10 @@ A hook on every parameter fires when its gradient is accumulated; after
 and a full bucket's asynchronous all-reduce starts, overlapping the rest of
 backward (Horovod's tensor fusion: one all-reduce for many small gradients,
 at most ``HOROVOD_FUSION_THRESHOLD`` bytes each, 32 MiB by default). ``step()`` (or
-``synchronize()``) waits for them, writes the averaged gradients back into
-``.grad`` and then runs the wrapped optimizer's step. The ranks check a
+``synchronize()``) waits for them and then runs the wrapped optimizer's
+step. A fused bucket's buffer is kept from step to step and the gradients
+become views of it (DDP's ``gradient_as_bucket_view``), so the averages land
+in ``.grad`` with no copy back. The ranks check a
 step's gradients against each other once, at its first all-reduce (count and
 a checksum of shapes and dtypes), not once per gradient: one small
 all-gather per step.
@@ -109,6 +111,8 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._fusion_bytes = _fusion_threshold()
         self._closes_bucket: set[torch.Tensor] = set()  # the last gradient of each fused bucket, in _order
         self._bucket: list[tuple[torch.Tensor, torch.Tensor, Any]] = []  # launched, not yet sent: (p, wire, context)
+        # Each fused bucket's buffer, kept from step to step (keyed by its gradients); the gradients become views of it.
+        self._fusion_buffers: dict[tuple[int, ...], torch.Tensor] = {}
         self._next = 0  # index into _order of the next gradient to launch
         self._hooks: list[Any] = []
         self._should_synchronize = True
@@ -153,6 +157,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         # coordinator does, so every rank must launch the gradients' all-reduces in one fixed
         # order. Backward reaches the last layers first, hence the reversed parameter order.
         self._order = list(reversed(fresh)) + self._order
+        self._fusion_buffers = {}
         for p in fresh:
             self._delay[p] = self._backward_passes_per_step
             self._hooks.append(p.register_post_accumulate_grad_hook(self._on_gradient))
@@ -210,11 +215,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self._send_bucket()
 
     def _send_bucket(self) -> None:
-        """Starts one all-reduce for the bucket's gradients: flattened into one buffer when there are several."""
+        """Starts one all-reduce for the bucket's gradients: in place, in one fused buffer when there are several."""
         bucket, self._bucket = self._bucket, []
         if not bucket:
             return
-        buffer = bucket[0][1] if len(bucket) == 1 else torch.cat([wire.reshape(-1) for _, wire, _ in bucket])
+        buffer = bucket[0][1] if len(bucket) == 1 else self._fill_fusion_buffer(bucket)
         prescale, postscale = (1.0 / self._predivide, self._predivide) if self._op is ops.Average else (1.0, 1.0)
         works, finish = ops.start_allreduce(buffer, self._op, prescale_factor=prescale, postscale_factor=postscale,
                                             process_set=self._process_set, checked=True)
@@ -224,6 +229,32 @@ class DistributedOptimizer(torch.optim.Optimizer):
             # Each gradient's part of the buffer, read after the wait: (handle, slice, its shape, context).
             self._handles[p] = (handle, (slice(offset, offset + wire.numel()), wire.shape, context, len(bucket) > 1))
             offset += wire.numel()
+
+    def _fill_fusion_buffer(self, bucket: list[tuple[torch.Tensor, torch.Tensor, Any]]) -> torch.Tensor:
+        """The bucket's fused buffer, holding its gradients; uncompressed gradients become views of it.
+
+        As DDP's ``gradient_as_bucket_view``: the all-reduce then writes the
+        averages straight into ``.grad``, with no copy back, and a gradient
+        that is a view already (``zero_grad(set_to_none=False)``, accumulated
+        passes) is not copied at all.
+        """
+        key = tuple(id(p) for p, _, _ in bucket)
+        size = sum(wire.numel() for _, wire, _ in bucket)
+        buffer = self._fusion_buffers.get(key)
+        if buffer is None or buffer.numel() != size or buffer.dtype != bucket[0][1].dtype:
+            buffer = self._fusion_buffers[key] = torch.empty(size, dtype=bucket[0][1].dtype)
+        offset = 0
+        for p, wire, _ in bucket:
+            view = buffer[offset:offset + wire.numel()].view(wire.shape)
+            offset += wire.numel()
+            if wire.data_ptr() == view.data_ptr():
+                continue
+            view.copy_(wire)
+            # NOTE: like DDP, .grad is replaced by its view (a new tensor object) when it is an uncompressed,
+            # contiguous gradient of this parameter; others are copied back after the all-reduce.
+            if wire is p.grad and wire.is_contiguous() and p.is_contiguous():
+                p.grad = view
+        return buffer
 
     def _check_step(self) -> None:
         """Checks this step's all-reduces with the other ranks once, instead of once per gradient.
@@ -280,7 +311,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 span, shape, context, fused = part
                 wire = reduced_buffers[handle][span].view(shape) if fused else reduced_buffers[handle]
                 reduced = self._compression.decompress(wire, context)
-                if reduced is not p.grad:
+                if reduced is not p.grad and reduced.data_ptr() != p.grad.data_ptr():  # type: ignore[union-attr]
                     p.grad.copy_(reduced)  # type: ignore[union-attr]
             self._delay[p] = self._backward_passes_per_step
         self._next = 0

@@ -138,6 +138,8 @@ VARIANTS = {  # name: (compression, backward_passes_per_step, tolerance)
     "plain": ("none", 1, 1e-5),
     "fp16": ("fp16", 1, 1e-3),
     "two_backward_passes": ("none", 2, 1e-5),
+    # zero_grad(set_to_none=False): backward accumulates into the gradients that are views of the fused buffer.
+    "gradients_kept_as_zeros": ("none", 1, 1e-5),
 }
 
 
@@ -166,14 +168,15 @@ def _reference() -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def _train(hvd, rank: int, compression: str, passes: int) -> dict[str, torch.Tensor]:  # type: ignore[no-untyped-def]
+def _train(hvd, rank: int, variant: str) -> dict[str, torch.Tensor]:  # type: ignore[no-untyped-def]
+    compression, passes, _ = VARIANTS[variant]
     model, (x, y) = _model(), _data()
     optimizer = hvd.DistributedOptimizer(
         _sgd(model), named_parameters=model.named_parameters(), compression=getattr(hvd.Compression, compression),
         backward_passes_per_step=passes)
     half = GLOBAL_BATCH // 2
     for step in range(STEPS):
-        optimizer.zero_grad()
+        optimizer.zero_grad(set_to_none=variant != "gradients_kept_as_zeros")
         mine_x, mine_y = x[step, rank * half : (rank + 1) * half], y[step, rank * half : (rank + 1) * half]
         for micro_x, micro_y in zip(mine_x.chunk(passes), mine_y.chunk(passes)):
             (nn.functional.cross_entropy(model(micro_x), micro_y) / passes).backward()
@@ -223,7 +226,7 @@ def _worker_horovod(rank: int, world_size: int) -> dict:
         _check_sync_batch_norm(hvd, rank)
         layout |= _check_objects_and_sets(hvd, rank)
         _check_parameter_unused_on_one_rank(hvd, rank)
-        trained = {name: _train(hvd, rank, compression, passes) for name, (compression, passes, _) in VARIANTS.items()}
+        trained = {name: _train(hvd, rank, name) for name in VARIANTS}
         # Tensors go back as NumPy arrays: a tensor would travel as shared memory that dies with the worker.
         return _to_numpy({"layout": layout, "trained": trained, "broadcast": _broadcast_state(hvd, rank)})
     finally:
