@@ -1,6 +1,6 @@
 """`stratagem run --nnodes 2:3`: a host dies mid-epoch, the job goes on with 2, and a new host joins.
 
-Each "host" is one `stratagem run` (torch's elastic agent plus one worker) on
+Each "host" is one `stratagem run` (its supervisor plus one worker) on
 127.0.0.1, in its own process group so it can be killed whole. The workers
 fit with BackupAndRestore(save_freq=1) and log each completed step's example
 ids; the steps that count are, for each (epoch, step), those of the latest
@@ -45,7 +45,7 @@ def _wait(what: str, condition, timeout_s: float) -> None:
 
 
 def _kill_host(agent: subprocess.Popen) -> None:
-    """SIGKILL an agent and its workers at once, as when their host dies (torch starts workers in their own session)."""
+    """SIGKILL a supervisor and its workers at once, as when their host dies."""
     children = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(int(p.name)) == agent.pid]
     for pid in [agent.pid, *children]:
         os.kill(pid, signal.SIGKILL)

@@ -5,9 +5,9 @@ argv: OUT EPOCHS. Every rank appends JSON lines to OUT/log-RANK-PID.jsonl:
 ``hvd.elastic.run`` restored and synced it, and ``{"event": "step", ...}``
 with the example ids of each committed step. ``attempt`` is rank 0's start
 time, the same on every rank of one start. A worker whose environment holds
-``DIE_AT=EPOCH:BATCH`` kills its host (its agent, then itself, with SIGKILL)
-in that step, after its forward and backward pass and before the gradients'
-all-reduce, on the job's first start only.
+``DIE_AT=EPOCH:BATCH`` kills its host (its supervisor, then itself, with SIGKILL)
+in that step, after its forward pass and before its backward pass (whose hooks
+start the gradients' all-reduce), on the job's first start only.
 """
 
 import json
@@ -64,11 +64,14 @@ def train(state: hvd.elastic.TorchState) -> None:
     while state.epoch < epochs:
         for batch_idx, indices in enumerate(loader):
             optimizer.zero_grad()
-            nn.functional.mse_loss(model(x[indices]), y[indices]).backward()
+            loss = nn.functional.mse_loss(model(x[indices]), y[indices])
+            # NOTE: before backward, whose gradient hooks start the all-reduce: dying after it could let the
+            # all-reduce finish on one survivor and not the other, which would then commit different steps.
             if die_here(state.epoch, state.batch):
                 open(os.path.join(out, "died"), "w").close()
-                os.kill(os.getppid(), signal.SIGKILL)  # the host's agent first, so it cannot restart this worker
+                os.kill(os.getppid(), signal.SIGKILL)  # the host's supervisor first, so it cannot restart this worker
                 os.kill(os.getpid(), signal.SIGKILL)
+            loss.backward()
             optimizer.step()
             sampler.record_batch(batch_idx, BATCH_SIZE)
             state.batch += 1
