@@ -87,7 +87,12 @@ class Dataset(abc.ABC):
             if self._default_seed is None:
                 self._default_seed = default_seed()  # reproducible after set_seed, as TF's global seed
             seed = self._default_seed
-        return self._make_iterator(IterContext(seed=seed, epoch=epoch))
+        return self._make_iterator(self._context(seed=seed, epoch=epoch))
+
+    def _context(self, *, seed: int, epoch: int) -> IterContext:
+        """The context of an iterator of this pipeline: seed, epoch and the pipeline-wide switches of its options."""
+        return IterContext(seed=seed, epoch=epoch,
+                           map_vectorization=bool(self._options.experimental_optimization.map_vectorization))
 
     def as_numpy_iterator(self) -> Iterable[Any]:
         """Iterates the elements as TF's ``as_numpy_iterator`` gives them, structure kept.

@@ -9,6 +9,7 @@ consumed when the state was taken.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,10 +27,18 @@ class IterContext:
         seed: Seed of random ops that were given none; every worker of a job
             uses the same one, so they agree on the global element order.
         epoch: Which pass over the data this iterator makes (reshuffles differ).
+        map_vectorization: The pipeline's
+            ``options.experimental_optimization.map_vectorization``: per-element
+            maps may run once per batch after a sampled check (``ops/map.py``).
     """
 
     seed: int = 0
     epoch: int = 0
+    map_vectorization: bool = False
+
+    def at(self, *, seed: int, epoch: int) -> IterContext:
+        """This context at another seed and epoch (a restored position); the pipeline's switches stay."""
+        return dataclasses.replace(self, seed=seed, epoch=epoch)
 
 
 class Pending:
@@ -148,7 +157,7 @@ class ChainIterator(DatasetIterator):
                 self._PARENT: self._current.get_state()}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self._ctx = IterContext(seed=int(state[self._SEED]), epoch=int(state[self._EPOCH]))
+        self._ctx = self._ctx.at(seed=int(state[self._SEED]), epoch=int(state[self._EPOCH]))
         self._switch(int(state[self._NUMBER]))
         self._current.set_state(state[self._PARENT])
 
@@ -177,7 +186,7 @@ class IndexIterator(DatasetIterator):
 
     def set_state(self, state: dict[str, Any]) -> None:
         self._index = int(state[self._INDEX])
-        self._ctx = IterContext(seed=int(state[self._SEED]), epoch=int(state[self._EPOCH]))
+        self._ctx = self._ctx.at(seed=int(state[self._SEED]), epoch=int(state[self._EPOCH]))
 
 
 def check_json_state(state: dict[str, Any]) -> None:

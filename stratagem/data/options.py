@@ -123,6 +123,17 @@ class OptimizationOptions(_OptionsBase):
     TF's rewrites (fusions, parallel batch, injected prefetch) change speed,
     never elements or their order; stratagem's ops have no graph to rewrite,
     so a switch that is set warns once that it has no effect here.
+
+    One switch acts: ``map_vectorization`` (a stratagem extension named after
+    the switch TF 2.0-2.5 had, off by default there too). ``True`` lets a
+    per-element ``map`` followed by ``batch`` (or a filling ``cache``) run
+    once per batch after a sampled check: every row of the first batch, then
+    the first and last rows of each later batch. The check is not complete:
+    a function that gives other results on a batch only for some middle rows
+    of a later batch goes unnoticed, which is why it is off by default
+    (``stratagem/data/ops/map.py`` says why no complete check is cheaper than
+    the per-element calls). It applies to the whole pipeline it is attached
+    to, wherever ``with_options`` is called.
     """
 
     apply_default_optimizations: bool | None = None
@@ -137,10 +148,11 @@ class OptimizationOptions(_OptionsBase):
     parallel_batch: bool | None = None
     seq_interleave_prefetch: bool | None = None
     shuffle_and_repeat_fusion: bool | None = None
+    map_vectorization: bool | None = None
 
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, value)
-        if not name.startswith("_") and value is not None:
+        if not name.startswith("_") and value is not None and name != "map_vectorization":
             _warn_ignored_optimization(name)
 
 

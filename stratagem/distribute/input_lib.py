@@ -268,7 +268,7 @@ def _make_impl(source: DistributedDataset, epoch: int, seed: int | None) -> Any:
         return _Walk(rebatch(data, ctx.num_replicas_in_sync).iterator(seed=seed, epoch=epoch), ctx, split=False)
     batched = _top_batch(data)
     if batched is not None and data._length() is not None:
-        return _ReplicaRowsIterator(batched, ctx, IterContext(seed=seed, epoch=epoch))
+        return _ReplicaRowsIterator(batched, ctx, data._context(seed=seed, epoch=epoch))
     return _Walk(data.iterator(seed=seed, epoch=epoch), ctx, split=True)
 
 

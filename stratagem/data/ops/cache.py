@@ -33,6 +33,8 @@ import numpy as np
 import torch
 
 from stratagem._nest import map_structure
+from stratagem._process import keep_freed_memory
+from stratagem.data._column_memory import empty_rows
 from stratagem.data._structure import leaves, stack, take_rows
 from stratagem.data.dataset import Dataset
 from stratagem.data.iterator import DatasetIterator, IterContext
@@ -94,20 +96,20 @@ class CacheDataset(Dataset):
             return self._parents[0]._get(index, ctx)
         store = self.store()
         if not store.is_complete():
-            self.fill(ctx.seed)
+            self.fill(ctx)
         return store.get(index)
 
-    def fill(self, seed: int) -> None:
-        """Records a whole pass of the parent (its epoch 0 under ``seed``)."""
-        store = self.store()
-        if isinstance(store, _MemoryStore) and store.fill_columns(self._parents[0], seed):
+    def fill(self, ctx: IterContext) -> None:
+        """Records a whole pass of the parent (its epoch 0 under ``ctx.seed``)."""
+        store, ctx = self.store(), ctx.at(seed=ctx.seed, epoch=0)
+        if isinstance(store, _MemoryStore) and store.fill_columns(self._parents[0], ctx):
             return
         writer = store.writer()
-        iterator = self._parents[0]._make_iterator(IterContext(seed=seed, epoch=0))
+        iterator = self._parents[0]._make_iterator(ctx)
         try:
             for element in iterator:
                 writer.append(element)
-            writer.commit(seed)
+            writer.commit(ctx.seed)
         finally:
             writer.abort()
             iterator.close()
@@ -117,7 +119,7 @@ class CacheDataset(Dataset):
         if self._length() == INFINITE_CARDINALITY or not isinstance(store, _MemoryStore):
             return super()._get_many(indices, ctx)
         if not store.is_complete():
-            self.fill(ctx.seed)
+            self.fill(ctx)
         return store.get_many(indices)
 
     def _streaming_iterator(self, ctx: IterContext) -> DatasetIterator:
@@ -139,6 +141,7 @@ class _CacheIterator(DatasetIterator):
         self._parent: DatasetIterator | None = None
         self._writer: _MemoryWriter | _FileWriter | None = None
         self._position = 0
+        self._ctx = ctx
         self._start(self._READ if dataset.store().is_complete() else self._FILL, ctx.seed, parent_state=None)
 
     def _start(self, mode: str, seed: int, parent_state: dict[str, Any] | None) -> None:
@@ -146,7 +149,7 @@ class _CacheIterator(DatasetIterator):
         self._mode, self._seed = mode, seed
         if mode == self._READ:
             return
-        self._parent = self._dataset._parents[0]._make_iterator(IterContext(seed=seed, epoch=0))
+        self._parent = self._dataset._parents[0]._make_iterator(self._ctx.at(seed=seed, epoch=0))
         if parent_state is not None:
             self._parent.set_state(parent_state)
         # NOTE: a pass restored mid-way lacks the elements before the restore point (a state holds no
@@ -189,7 +192,7 @@ class _CacheIterator(DatasetIterator):
             raise ValueError(f"Unknown cache iterator mode. Expected 'fill' or 'read'. Received: mode={mode!r}")
         self._position = int(state[self._POSITION])
         if mode == self._READ and not self._dataset.store().is_complete():
-            self._dataset.fill(seed)  # e.g. an in-memory cache restored in a new process: rebuild it
+            self._dataset.fill(self._ctx.at(seed=seed, epoch=0))  # e.g. an in-memory cache restored in a new process
         self._start(mode, seed, parent_state=state.get(self._PARENT))
 
     def close(self) -> None:
@@ -205,8 +208,8 @@ class _MemoryStore:
     """Elements in a list, as produced; or, filled from a random-access parent, as columns.
 
     Columns: one array (or tensor) per leaf with every element's row, filled
-    ``_FILL_ROWS`` elements at a time by the parent's batched fetch (a map
-    there may run once per chunk); a batch of cached elements is then one
+    ``_FILL_ROWS`` elements at a time by the parent's batched fetch (a
+    vectorised map runs once per chunk); a batch of cached elements is then one
     gather per leaf instead of a stack of element objects.
     """
 
@@ -237,12 +240,14 @@ class _MemoryStore:
         return map_structure(lambda leaf: leaf[torch.from_numpy(rows)] if isinstance(leaf, torch.Tensor) else leaf[rows],
                              self._columns)
 
-    def fill_columns(self, parent: Dataset, seed: int) -> bool:
-        """Fills the columns from ``parent``'s epoch 0 under ``seed``; False (nothing kept) where it cannot."""
+    def fill_columns(self, parent: Dataset, ctx: IterContext) -> bool:
+        """Fills the columns from ``parent``'s pass under ``ctx``; False (nothing kept) where it cannot."""
         length = parent._length()
         if length is None or length <= 0:
             return False
-        ctx = IterContext(seed=seed, epoch=0)
+        # Each chunk's map allocates and frees the same large temporaries: keep them for reuse (no fresh pages),
+        # as fit does for its steps.
+        keep_freed_memory()
         columns: Any = None
         for start in range(0, length, _FILL_ROWS):
             stop = min(length, start + _FILL_ROWS)
@@ -257,7 +262,7 @@ class _MemoryStore:
             if not _copy_rows(columns, chunk, start, stop):
                 return False
         if not self.is_complete():  # another pass may have completed first; it wins
-            self._columns, self._num_rows, self.seed = columns, length, seed
+            self._columns, self._num_rows, self.seed = columns, length, ctx.seed
         return True
 
     def writer(self) -> _MemoryWriter:
@@ -274,9 +279,8 @@ def _empty_columns(chunk: Any, length: int) -> Any | None:
         return None
     if any(isinstance(leaf, np.ndarray) and leaf.dtype.hasobject for leaf in kinds):
         return None  # object rows (bytes) stay element objects in the list
-    return map_structure(lambda leaf: torch.empty((length, *leaf.shape[1:]), dtype=leaf.dtype, device=leaf.device)
-                         if isinstance(leaf, torch.Tensor) else np.empty((length, *leaf.shape[1:]), dtype=leaf.dtype),
-                         chunk)
+    # Large columns come resident: their pages are faulted in by another thread while the chunks are written.
+    return map_structure(lambda leaf: empty_rows(leaf, length), chunk)
 
 
 def _copy_rows(columns: Any, chunk: Any, start: int, stop: int) -> bool:

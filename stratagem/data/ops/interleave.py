@@ -335,7 +335,7 @@ class _InterleaveIterator(DatasetIterator):
                    child_state: dict[str, Any] | None) -> _Slot:
         # Each child gets its own seed, so unseeded shuffles differ between
         # children yet agree on every worker (all share ctx.seed).
-        child_ctx = IterContext(seed=mix_seed(self._ctx.seed, index), epoch=self._ctx.epoch)
+        child_ctx = self._ctx.at(seed=mix_seed(self._ctx.seed, index), epoch=self._ctx.epoch)
         child = self._dataset.make_child(element)._make_iterator(child_ctx)
         if child_state is not None:
             child.set_state(child_state)
@@ -369,7 +369,7 @@ class _InterleaveIterator(DatasetIterator):
                 f"pipeline. Received: {len(slots)} slots in the state, cycle_length={self._dataset.cycle_length}"
             )
         self.close()
-        self._reset(IterContext(seed=int(state[self._SEED]), epoch=int(state[self._EPOCH])))
+        self._reset(self._ctx.at(seed=int(state[self._SEED]), epoch=int(state[self._EPOCH])))
         if slots is not None:
             self._slots = [None if saved is None else self._restore_slot(saved) for saved in slots]
         self._parent.set_state(state[self._PARENT])

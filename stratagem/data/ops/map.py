@@ -5,25 +5,30 @@ Over a random-access parent the map is random-access too (element ``i`` is
 batch by a following ``batch``. With ``num_parallel_calls`` the calls run in
 worker processes (``stratagem.data.ops.parallel_map``).
 
-Map vectorisation (tf.data's ``map_vectorization`` idea, decided by checking):
-a per-element function that a following ``batch`` (or a cache filling in
-chunks) asks for several elements at once is called once on the whole batch
-of rows when that gives the same elements. The first such request checks it:
-the function runs per element on every row of that batch (up to ``_PROBE``)
-and once on the whole batch, and the batch call is kept only if its rows equal
-the stacked per-element results exactly (structure, leaf types, dtypes,
-shapes, values).
-Every later batch call is checked again on its first and last rows, computed
-per element; a mismatch turns vectorisation off for the node and that batch
-is recomputed per element. Rows between them are not checked: a function
-equal per element and per batch on those rows but not on others would go
-unnoticed. A function that raises on a batch, returns another shape, reduces
-over the batch axis or draws random numbers fails the check and keeps
-per-element calls. What the check costs: the first batch's rows and two rows
-per later batch are computed twice, so a function with side effects (a counter)
-sees those extra calls (the first batch's are twice its size); as in tf.data, where a map function's Python runs
-once, at tracing, a pipeline should not rely on them. ``vectorized=True``
-stays the explicit form: no check, one call per batch.
+Map vectorisation (tf.data's ``map_vectorization`` idea): a per-element
+function that a following ``batch`` (or a cache filling in chunks) asks for
+several elements at once could be called once on the whole batch of rows. By
+default it is not: a batch call gives the same elements only if the function
+treats every row as it treats one element, and the only complete check of
+that is computing each row per element, which costs what the batch call
+saves (a numpy function written per element can branch on a reduction over
+its input, ``if x.min() < 5``, and so differ on any row of any batch). So the
+default computes per element, always. Two ways to vectorise:
+
+- ``map(fn, vectorized=True)``: the user declares that ``fn`` works on
+  batches; one call per batch, no check.
+- ``options.experimental_optimization.map_vectorization = True`` (a pipeline
+  option, off by default as it was in TF 2.0-2.5): a sampled check. The first
+  batch call is checked on every row of its batch (up to ``_PROBE``), computed
+  per element, and kept only if its rows equal the stacked per-element
+  results exactly (structure, leaf types, dtypes, shapes, values); every
+  later batch call is checked on its first and last rows. A mismatch turns
+  vectorisation off for the node and that batch is recomputed per element. A
+  function that raises on a batch, returns another shape, reduces over the
+  batch axis or draws random numbers fails the check (almost surely on the
+  first batch); one that differs only on middle rows of a later batch is NOT
+  caught: that is what the switch accepts. The checked rows are computed
+  twice, so a function with side effects (a counter) sees those extra calls.
 """
 
 from __future__ import annotations
@@ -77,7 +82,7 @@ class MapDataset(Dataset):
         if not indices:
             return Pending(lambda: Dataset._get_many(self, indices, ctx))
         done: list[Any] = []
-        if len(indices) >= 2 and self._batch_calls is not False:
+        if len(indices) >= 2 and ctx.map_vectorization and self._batch_calls is not False:
             batch, done = self._batch_call(indices, ctx)
             if batch is not None:
                 return Pending(lambda: batch)

@@ -247,7 +247,7 @@ class ParallelMapIterator(DatasetIterator):
 
     def set_state(self, state: dict[str, Any]) -> None:
         self._close_pool()
-        self._ctx = IterContext(seed=int(state[self._SEED]), epoch=int(state[self._EPOCH]))
+        self._ctx = self._ctx.at(seed=int(state[self._SEED]), epoch=int(state[self._EPOCH]))
         if self._parent_iter is not None:
             self._parent_iter.set_state(state[self._PARENT])
         self._reset(int(state[self._INDEX]), state.get(self._PARENT))

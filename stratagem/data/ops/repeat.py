@@ -22,7 +22,7 @@ class RepeatDataset(Dataset):
 
     def _pass_context(self, ctx: IterContext, repetition: int) -> IterContext:
         # Each repetition is its own epoch, so shuffles below reshuffle per pass.
-        return IterContext(seed=ctx.seed, epoch=ctx.epoch * 1_000_003 + repetition)
+        return ctx.at(seed=ctx.seed, epoch=ctx.epoch * 1_000_003 + repetition)
 
     def _length(self) -> int | None:
         n = self._parents[0]._length()

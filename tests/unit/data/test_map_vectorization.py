@@ -1,5 +1,5 @@
-"""Map vectorisation (a per-element ``map`` called once per batch where checked to give the same elements) and
-the random-access cache's columns (batches gathered, not stacked)."""
+"""Map vectorisation (off by default; ``options.experimental_optimization.map_vectorization`` calls a per-element
+``map`` once per batch after a sampled check) and the random-access cache's columns (batches gathered, not stacked)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from stratagem.data import AUTOTUNE, Dataset
+from stratagem.data import AUTOTUNE, Dataset, Options
 from stratagem.data._structure import same_elements, stack
 from stratagem.testing.data import assert_checkpoint_roundtrip
 
@@ -30,6 +30,13 @@ def _per_element_batches(fn: Any, x: np.ndarray, y: np.ndarray, batch_size: int)
     return [stack(elements[i : i + batch_size]) for i in range(0, len(elements), batch_size)]
 
 
+def _vectorizing(dataset: Dataset) -> Dataset:
+    """``dataset`` with the sampled map vectorisation switched on (attached at the end, as TF users do)."""
+    options = Options()
+    options.experimental_optimization.map_vectorization = True
+    return dataset.with_options(options)
+
+
 class _Calls:
     """Wraps a function and counts its calls and the elements (rows) it was called on."""
 
@@ -45,7 +52,7 @@ class _Calls:
 def test_map_that_works_on_batches_runs_once_per_batch_with_the_same_elements(num_parallel_calls: Any) -> None:
     x, y = _images(300)
     counted = _Calls(preprocessing)
-    ds = Dataset.from_tensor_slices((x, y)).map(counted, num_parallel_calls=num_parallel_calls).batch(32)
+    ds = _vectorizing(Dataset.from_tensor_slices((x, y)).map(counted, num_parallel_calls=num_parallel_calls).batch(32))
     got = list(ds)
     expected = _per_element_batches(preprocessing, x, y, 32)
     assert len(got) == len(expected) == 10
@@ -76,11 +83,43 @@ def test_map_that_differs_on_a_batch_keeps_per_element_results(fn: Any, first_ba
     x, y = _images(200)
     if first_batch_agrees:  # _differs_on_some_rows passes the first check; a later batch's first row fails it
         y[:16], y[16] = 0, 9
-    got = list(Dataset.from_tensor_slices((x, y)).map(fn).batch(16))
+    got = list(_vectorizing(Dataset.from_tensor_slices((x, y)).map(fn).batch(16)))
     expected = _per_element_batches(lambda a, b: tuple(np.asarray(v) for v in fn(a, b)), x, y, 16)
     for batch, reference in zip(got, expected, strict=True):
         for part, ref in zip(batch, reference):
             np.testing.assert_array_equal(part, ref)
+
+
+def test_map_differing_only_on_a_middle_row_of_a_later_batch_gives_per_element_results_by_default() -> None:
+    x, y = _images(200)
+    y[:] = np.arange(200) % 5  # every label below 5: the batch call agrees with per-element calls ...
+    y[3 * 16 + 7] = 9  # ... except on row 7 of batch 3, which per element is zeroed
+    counted = _Calls(_differs_on_some_rows)
+    pipeline = Dataset.from_tensor_slices((x, y)).map(counted).batch(16)
+    expected = _per_element_batches(lambda a, b: tuple(np.asarray(v) for v in _differs_on_some_rows(a, b)), x, y, 16)
+    for batch, reference in zip(list(pipeline), expected, strict=True):
+        for part, ref in zip(batch, reference):
+            np.testing.assert_array_equal(part, ref)
+    assert counted.calls == 200  # never called on a batch
+    assert not np.any(expected[3][0][7]) and np.all(expected[3][0][[6, 8]].any(axis=(1, 2)))
+    # The opt-in switch checks a later batch's first and last rows only (documented): it serves the batch call.
+    counted.calls = 0
+    sampled = list(_vectorizing(pipeline))
+    assert counted.calls == 13 + 16 + 2 * 12  # 13 batch calls, the first batch per element, 2 rows of the others
+    np.testing.assert_array_equal(sampled[3][0][7], x[3 * 16 + 7])
+
+
+def test_map_vectorization_switch_reaches_a_filling_cache_and_survives_a_restored_position() -> None:
+    x, y = _images(3000)
+    counted = _Calls(preprocessing)
+    cached = _vectorizing(Dataset.from_tensor_slices((x, y)).map(counted, num_parallel_calls=AUTOTUNE).cache().batch(64))
+    iterator = iter(cached)
+    next(iterator)
+    assert counted.calls == 3 + 256 + 2 * 2  # 3 chunks (1,024 rows), a call each; 256 rows, then 2 per chunk, checked
+    state = iterator.get_state()
+    restored = iter(cached)
+    restored.set_state(state)
+    assert restored._ctx.map_vectorization  # type: ignore[attr-defined]
 
 
 def test_map_raising_on_one_element_raises_it_as_without_vectorisation() -> None:
