@@ -130,7 +130,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=150,
                         help="timed steps per worker or replica, batch 64 each (default 150)")
-    parser.add_argument("--repeats", type=int, default=2, help="training runs per side; the best counts (default 2)")
+    parser.add_argument("--repeats", type=int, default=3, help="training runs per side; the best counts (default 3)")
     parser.add_argument("--round-trips", type=int, default=10,
                         help="timed Pull + Push round trips per variable size (default 10)")
     parser.add_argument("--out-dir", type=Path, default=Path(__file__).resolve().parent / "results",
