@@ -11,6 +11,7 @@ __all__ = [
     "StratagemError",
     "ConfigurationError",
     "CollectiveTimeoutError",
+    "CollectiveError",
     "WorkerFailedError",
     "CheckpointError",
     "DataLossError",
@@ -42,11 +43,30 @@ class CollectiveTimeoutError(StratagemError, TimeoutError):
     ``CommunicationOptions(timeout_seconds=...)``.
     """
 
-    def __init__(self, message: str, *, operation: str, rank: int, timeout_s: float) -> None:
+    def __init__(self, message: str, *, operation: str, rank: int, timeout_s: float, call: str | None = None) -> None:
         super().__init__(message)
         self.operation = operation
         self.rank = rank
         self.timeout_s = timeout_s
+        self.call = call  # the user's call that made the collective (fit, evaluate, predict, strategy.run)
+        self.diagnosis: object = None  # who failed (stratagem.distribute.collectives), to name an outer call
+
+
+class CollectiveError(StratagemError, RuntimeError):
+    """A collective failed: a peer closed its connection, or the ranks passed tensors of different shapes.
+
+    Raised by the strategies' collectives, named with the user's call that made
+    them (``fit``, ``evaluate``, ``predict``, ``strategy.run``), this rank, and
+    the ranks to blame with their hosts. Recover by fixing what the named rank's
+    log says, or by making every rank make the same calls with the same shapes.
+    """
+
+    def __init__(self, message: str, *, operation: str, rank: int, call: str | None = None) -> None:
+        super().__init__(message)
+        self.operation = operation
+        self.rank = rank
+        self.call = call
+        self.diagnosis: object = None
 
 
 class WorkerFailedError(StratagemError, RuntimeError):

@@ -9,13 +9,13 @@ would listen on every interface.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
-import os
 import re
-import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+import zlib
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 import torch.distributed as dist
@@ -25,7 +25,7 @@ from stratagem.distribute.compression import Compression, register_compression
 from stratagem.distribute import _rendezvous, job_secret
 from stratagem.distribute._interfaces import choose_gloo_interface
 from stratagem import _launched
-from stratagem.errors import CollectiveTimeoutError
+from stratagem.errors import CollectiveError, CollectiveTimeoutError
 
 def init_process_group(
     *, rank: int, world_size: int, master_addr: str, master_port: int, backend: str, timeout_s: float,
@@ -165,26 +165,59 @@ def any_rank(flags: Sequence[bool], *, key: str, timeout_s: float) -> list[bool]
         for index, flag in enumerate(flags):
             if flag:
                 store.add(f"{key}/{index}", 1)
+        store.set(f"{key}/rank/{rank}", "1")  # who arrived, for the error below
         # The last rank to arrive opens the gate: every count is final by then.
         if store.add(f"{key}/arrived", 1) == world_size:
             store.set(f"{key}/done", "1")
         store.wait([f"{key}/done"], datetime.timedelta(seconds=timeout_s))
         return [store.add(f"{key}/{index}", 0) > 0 for index in range(len(flags))]
     except (RuntimeError, dist.DistError) as err:
-        raise CollectiveTimeoutError(
-            f"[rank {rank}/{world_size}] The replicas did not all reach the agreement {key!r} within "
-            f"{timeout_s:g}s: a peer is stuck, gone, or runs a different program (every replica must call "
-            f"fit the same number of times). Received: operation='any_rank', timeout_s={timeout_s:g}",
-            operation="any_rank", rank=rank, timeout_s=timeout_s,
-        ) from err
+        absent = _store_answer(lambda: [r for r in range(world_size) if not store.check([f"{key}/rank/{r}"])])
+        absent = [0] if absent is None else absent  # the store does not answer: rank 0, which serves it, does not
+        raise _Failure(where=_this_rank(), rank=rank, operation="any_rank", timeout_s=timeout_s,
+                       reason=f"did not reach the agreement {key!r} on every replica within {timeout_s:g}s; "
+                              f"{_who(absent, world_size)}.",
+                       received=f", absent_ranks={absent}").error() from err
 
 
 def all_reduce(tensor: torch.Tensor, op: dist.ReduceOp, *, timeout_s: float) -> torch.Tensor:
     """All-reduces a copy of ``tensor`` across the group and returns it."""
     out = tensor.detach().clone().contiguous()
     with collective_errors("all_reduce", timeout_s=timeout_s):
+        if out.device.type == "cpu":
+            # NOTE: gloo aborts the process (C++ terminate) when the ranks' sizes differ, or sums garbage:
+            # the shapes are compared first, one small all_gather. Not on CUDA, where reading the answer
+            # would stall the stream on every reduce.
+            _check_same_shapes(out, operation="all_reduce")
         dist.all_reduce(out, op=op)
     return out
+
+
+_SHAPE_DIMS = 6  # the dims a shape mismatch message shows
+
+
+def _check_same_shapes(tensor: torch.Tensor, *, operation: str) -> None:
+    """Raises ``CollectiveError`` on every rank alike when the ranks' tensors differ in shape or dtype."""
+    shape = tuple(tensor.shape)
+    signature = zlib.crc32(repr((shape, str(tensor.dtype))).encode())
+    header = torch.tensor([signature, tensor.numel(), len(shape), *(shape + (-1,) * _SHAPE_DIMS)[:_SHAPE_DIMS]],
+                          dtype=torch.int64)
+    headers = [torch.empty_like(header) for _ in range(dist.get_world_size())]
+    dist.all_gather(headers, header)
+    if all(int(h[0]) == signature for h in headers):
+        return
+    described = ", ".join(f"rank {r} {_shape_of(h)}" for r, h in enumerate(headers))
+    raise _Failure(where=_this_rank(), rank=dist.get_rank(), operation=operation, timeout_s=None,
+                   reason="got tensors of different shapes or dtypes on the ranks, which would abort the job or "
+                          f"sum unrelated values ({described}). Every rank must pass the same shape: per-example "
+                          "values of an uneven last batch differ in length, so reduce them along their axis "
+                          "(strategy.reduce('sum', x, axis=0)) or average them first (compute_average_loss).",
+                   received=f", shapes=[{described}]").error()
+
+
+def _shape_of(header: torch.Tensor) -> str:
+    _, numel, ndim, *dims = (int(v) for v in header)
+    return f"has {tuple(dims[:ndim])}" if ndim <= _SHAPE_DIMS else f"has {ndim} dims, {numel} elements"
 
 
 @contextlib.contextmanager
@@ -192,19 +225,25 @@ def collective_errors(operation: str, *, timeout_s: float) -> Iterator[None]:
     """Turns a backend's failure of a collective into an error naming the operation, this rank and the peers to blame.
 
     A timeout becomes ``CollectiveTimeoutError``, a closed connection a
-    ``RuntimeError``; both name (with their hosts) the ranks that did not answer,
+    ``CollectiveError``; both name (with their hosts) the ranks that did not answer,
     or that had already finished their program. Each call of an operation gets
     the same probe tag on every rank (ranks call collectives in the same order).
     """
-    _calls[operation] = _calls.get(operation, 0) + 1
-    tag = f"{operation}/{_calls[operation]}"
+    tag = _next_tag(operation)
     try:
         yield
+    except (CollectiveTimeoutError, CollectiveError):
+        raise  # diagnosed already
     except (RuntimeError, dist.DistError) as err:
         text = str(err).lower()
         if not any(word in text for word in _COMMUNICATION_WORDS):
             raise RuntimeError(f"[{_this_rank()}] {operation} failed: {err}") from err
-        raise _diagnosed(err, operation, tag=tag, timeout_s=timeout_s) from err
+        raise _diagnosed(err, operation, tag=tag, timeout_s=timeout_s).error() from err
+
+
+def _next_tag(operation: str) -> str:
+    _calls[operation] = _calls.get(operation, 0) + 1
+    return f"{operation}/{_calls[operation]}"
 
 
 # Calls of each collective_errors operation so far in this process: the probe's tags.
@@ -216,23 +255,68 @@ _COMMUNICATION_WORDS = ("gloo", "nccl", "connection closed by peer", "connection
 
 
 @contextlib.contextmanager
-def step_collective_errors(operation: str, *, tag: str) -> Iterator[None]:
-    """Names the unresponsive ranks when a collective inside a training step fails (DDP's gradient all-reduce).
+def step_collective_errors(operation: str, *, tag: str | None = None) -> Iterator[None]:
+    """Names the unresponsive ranks when a collective inside a step fails (DDP's gradient all-reduce in backward).
 
-    As ``collective_errors``, with ``tag`` given (the same on every rank); errors of
-    the step's own code pass unchanged.
+    As ``collective_errors``, with ``tag`` given (the same on every rank), or counted
+    per ``operation`` as there; errors of the step's own code pass unchanged.
     """
+    tag = tag or _next_tag(operation)
     try:
         yield
+    except (CollectiveTimeoutError, CollectiveError):
+        raise  # a collective of ours inside the step diagnosed it
     except (RuntimeError, dist.DistError) as err:
         text = str(err).lower()
         if not dist.is_initialized() or not any(word in text for word in _COMMUNICATION_WORDS):
             raise
-        raise _diagnosed(err, operation, tag=tag, timeout_s=None) from err
+        raise _diagnosed(err, operation, tag=tag, timeout_s=None).error() from err
 
 
-def _diagnosed(err: BaseException, operation: str, *, tag: str, timeout_s: float | None) -> Exception:
-    """The error to raise for a failed collective: who failed to answer, at which host, and the fix."""
+@contextlib.contextmanager
+def call_errors(call: str) -> Iterator[None]:
+    """Names ``call``, the user's call (``fit``, ``evaluate``, ``predict``, ``strategy.run``), in a collective failure.
+
+    A failed collective's error says which operation failed and who is to blame;
+    raised inside ``call`` it is raised again naming ``call`` first, since the
+    user wrote that call, not the operation. The innermost call names it
+    (``evaluate`` for fit's validation).
+    """
+    try:
+        yield
+    except (CollectiveTimeoutError, CollectiveError) as err:
+        if err.call is not None or not isinstance(err.diagnosis, _Failure):
+            raise
+        raise err.diagnosis.error(call).with_traceback(err.__traceback__) from err.__cause__
+
+
+@dataclasses.dataclass(frozen=True)
+class _Failure:
+    """A failed collective as its message says it; ``error(call)`` is its exception naming the user's call."""
+
+    where: str  # this rank as messages name it: "rank 0/2 at 10.0.0.1"
+    rank: int
+    operation: str
+    reason: str  # what went wrong, after the subject: "did not complete within 3s; rank 1 ... did not answer"
+    received: str  # the Received tail's fields after call and operation: ", unresponsive_ranks=[1]"
+    timeout_s: float | None  # the bound of a timeout; None when a peer closed its connection or shapes differ
+
+    def error(self, call: str | None = None) -> CollectiveTimeoutError | CollectiveError:
+        subject = self.operation if call is None else f"{call}: {self.operation}"
+        received = f"Received: {f'call={call!r}, ' if call else ''}operation={self.operation!r}{self.received}"
+        message = f"[{self.where}] {subject} {self.reason} {received}"
+        error: CollectiveTimeoutError | CollectiveError
+        if self.timeout_s is None:
+            error = CollectiveError(message, operation=self.operation, rank=self.rank, call=call)
+        else:
+            error = CollectiveTimeoutError(message, operation=self.operation, rank=self.rank,
+                                           timeout_s=self.timeout_s, call=call)
+        error.diagnosis = self
+        return error
+
+
+def _diagnosed(err: BaseException, operation: str, *, tag: str, timeout_s: float | None) -> _Failure:
+    """What to say of a failed collective: who failed to answer, at which host, and the fix."""
     text = str(err).lower()
     rank, world_size = dist.get_rank(), dist.get_world_size()
     if timeout_s is None:
@@ -242,25 +326,31 @@ def _diagnosed(err: BaseException, operation: str, *, tag: str, timeout_s: float
             store_timeout.total_seconds() if store_timeout else float("nan")
     # NOTE: the probe waits at most 5 s more, so a hang surfaces within timeout + about 6 s (README).
     peers = _unresponsive_peers(rank, world_size, tag=tag, wait_s=min(5.0, timeout_s) if timeout_s > 0 else 5.0)
-    finished = _finished_ranks(world_size) if peers else []
-    silent = [r for r in peers or [] if r not in finished]
-    who = "; ".join(part for part in (
-        f"{_named(finished)} had finished its program and was leaving the job, so it never made this call: every "
-        "rank must make the same calls (fit, evaluate, predict, strategy.run, ...) the same number of times"
-        if finished else "",
-        f"{_named(silent)} did not answer: stopped, hung or dead" if silent else "",
-    ) if part) or ("which peer is unknown (the process group was not started by stratagem)" if peers is None else
-                   "every peer still answers, so one failed in another way; see their logs")
-    received = f"Received: operation={operation!r}, unresponsive_ranks={peers}"
+    who = _who(peers, world_size) if peers != [] else "every peer still answers, so one failed in another way; " \
+        "see their logs"
+    received = f", unresponsive_ranks={peers}"
     if "timed out" in text or "timeout" in text:
-        return CollectiveTimeoutError(
-            f"[{_this_rank()}] {operation} did not complete within {timeout_s:g}s; {who}. If the job is only "
-            "slow, raise the timeout (CommunicationOptions(timeout_seconds=...), STRATAGEM_TIMEOUT_S or stratagem "
-            f"run --timeout). {received}, timeout_s={timeout_s:g}",
-            operation=operation, rank=rank, timeout_s=timeout_s,
-        )
-    return RuntimeError(f"[{_this_rank()}] {operation} failed because a peer closed its connection; {who}. Its own "
-                        f"log says why. {received}")
+        return _Failure(
+            where=_this_rank(), rank=rank, operation=operation, timeout_s=timeout_s, received=f"{received}, "
+            f"timeout_s={timeout_s:g}",
+            reason=f"did not complete within {timeout_s:g}s; {who}. If the job is only slow, raise the timeout "
+                   "(CommunicationOptions(timeout_seconds=...), STRATAGEM_TIMEOUT_S or stratagem run --timeout).")
+    return _Failure(where=_this_rank(), rank=rank, operation=operation, timeout_s=None, received=received,
+                    reason=f"failed because a peer closed its connection; {who}.")
+
+
+def _who(ranks: list[int] | None, world_size: int) -> str:
+    """The ranks to blame as messages say it: which had finished their program, which did not answer."""
+    if ranks is None:
+        return "which peer is unknown (the process group was not started by stratagem)"
+    finished = _finished_ranks(world_size) if ranks else []
+    silent = [r for r in ranks if r not in finished]
+    return "; ".join(part for part in (
+        f"{_named([r for r in ranks if r in finished])} had finished its program and was leaving the job, so it "
+        "never made this call: every rank must make the same calls (fit, evaluate, predict, strategy.run, ...) "
+        "the same number of times" if len(silent) < len(ranks) else "",
+        f"{_named(silent)} did not answer: stopped, hung or dead (its own log says why)" if silent else "",
+    ) if part) or "no rank is missing"
 
 
 # Where each rank is, as messages say it: " (worker 1 at h2:2222)" from the cluster, else " at 10.0.0.2" (the
@@ -286,18 +376,24 @@ def _finished_ranks(world_size: int) -> list[int]:
     store = _store
     if store is None:
         return []
-    found: list[int] = []
+    return sorted(_store_answer(lambda: [r for r in range(world_size)
+                                         if store.check([_FINISHED_KEY.format(rank=r)])]) or [])
 
-    def ask() -> None:
+
+def _store_answer(ask: Callable[[], list[int]]) -> list[int] | None:
+    """``ask()`` of the store within 2 s, on a thread (as in _unresponsive_peers: the store may not answer); None if not."""
+    found: list[list[int]] = []
+
+    def run() -> None:
         try:
-            found.extend(r for r in range(world_size) if store.check([_FINISHED_KEY.format(rank=r)]))
+            found.append(ask())
         except (RuntimeError, dist.DistError):
             pass
 
-    asking = threading.Thread(target=ask, daemon=True)  # as in _unresponsive_peers: the store may not answer
+    asking = threading.Thread(target=run, daemon=True)
     asking.start()
     asking.join(2.0)
-    return sorted(set(found))
+    return found[0] if found else None
 
 
 _FINISHED_KEY = "stratagem/finished/{rank}"

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from stratagem._nest import map_structure
-from stratagem.distribute import context
+from stratagem.distribute import collectives, context
 from stratagem.distribute.capabilities import AgreesThroughStore, AppliesUpdates, StrategyOptimizer, NeedsCoordinator
 from stratagem.distribute.cluster import ClusterResolver
 from stratagem.distribute.input_context import InputContext
@@ -103,7 +103,9 @@ class Strategy(abc.ABC):
             self.check_can_run()  # steps run where a coordinator schedules them (ParameterServer)
         args = tuple(a.value if isinstance(a, PerReplica) else a for a in args)
         kwargs = {k: (v.value if isinstance(v, PerReplica) else v) for k, v in (kwargs or {}).items()}
-        with context.replica_context(self):
+        # A collective failing inside fn (DDP's gradient all-reduce, a reduce) names this call, the rank and host.
+        with collectives.call_errors("strategy.run"), collectives.step_collective_errors("a collective in fn"), \
+                context.replica_context(self):
             return fn(*args, **kwargs)
 
     def reduce(self, reduce_op: ReduceOp | str, value: Any, axis: int | None = None) -> Any:

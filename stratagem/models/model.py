@@ -24,7 +24,7 @@ from stratagem.callbacks import Callback, CallbackList, History, ProgbarLogger
 from stratagem.callbacks.backup_and_restore import BackupAndRestore
 from stratagem.callbacks.keras_callback import KerasCallback, is_keras_callback
 from stratagem.data.ops.shuffle import mix_seed
-from stratagem.distribute import context
+from stratagem.distribute import collectives, context
 from stratagem.distribute.capabilities import StrategyOptimizer, SchedulesSteps, ShardsVariables
 from stratagem.distribute.input_lib import shared_seed
 from stratagem.distribute.strategy import Strategy
@@ -192,7 +192,9 @@ class Model:
             y_pred = in_float32(self._forward(x))
         loss = None
         global_batch_size = global_batch_size or self._rows_times_replicas(y_pred)
-        if self.compiled_loss is not None and y is not None:  # Keras 3 logs what compute_loss returns
+        # Keras 3 logs what compute_loss returns. Without labels it raises (as fit does): a compiled loss
+        # needs y, and metrics alone on y=None would return [] as if the model had been evaluated.
+        if self.compiled_loss is not None:
             loss = self.compute_loss(x, y, y_pred, sample_weight, training=False, global_batch_size=global_batch_size)
         self._require_compiled().update(y, y_pred, sample_weight, loss, global_batch_size)
 
@@ -228,6 +230,7 @@ class Model:
         return self.module
 
     # ---- fit / evaluate / predict -----------------------------------------------
+    @collectives.call_errors("fit")  # a failed collective inside names this call
     def fit(self, x: Any = None, y: Any = None, batch_size: int | None = None, epochs: int = 1, verbose: int | str = "auto",
             callbacks: Sequence[Callback] | None = None, validation_split: float = 0.0, validation_data: Any = None,
             shuffle: bool = True, class_weight: dict[int, float] | None = None, sample_weight: Any = None,
@@ -287,6 +290,7 @@ class Model:
         return fit_loop.fit(self, runner, state=state, epochs=epochs, callbacks=callback_list, history=history,
                             validate=validate, validation_freq=validation_freq)
 
+    @collectives.call_errors("evaluate")  # a failed collective inside names this call
     def evaluate(self, x: Any = None, y: Any = None, batch_size: int | None = None, verbose: int | str = "auto",
                  sample_weight: Any = None, steps: int | None = None, callbacks: Sequence[Callback] | None = None,
                  return_dict: bool = False) -> float | list[float] | dict[str, float]:
@@ -302,6 +306,7 @@ class Model:
         values = list(logs.values())
         return values[0] if len(values) == 1 else values
 
+    @collectives.call_errors("predict")  # a failed collective inside names this call
     def predict(self, x: Any, batch_size: int | None = None, verbose: int | str = "auto", steps: int | None = None,
                 callbacks: Sequence[Callback] | None = None) -> Any:
         """Returns the outputs for every input, in input order, as numpy arrays (on every replica)."""

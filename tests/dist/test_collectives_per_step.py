@@ -87,11 +87,12 @@ def test_ten_step_fit_with_progress_bar_and_backup_makes_one_collective_per_step
         per_epoch = [marks[i + 1][1] - marks[i][1] for i in range(epochs)]
         grads_per_epoch = [marks[i + 1][0] - marks[i][0] for i in range(epochs)]
         assert grads_per_epoch == [steps] * epochs, (rank, marks)
-        # The epoch's metric all-reduce and the backup's RNG gather; no per-step log or stop reduction.
-        assert all(n <= 2 for n in per_epoch), (rank, per_epoch, result["other"])
+        # The epoch's metric all-reduce and the backup's RNG gather; no per-step log or stop reduction. Each
+        # reduce on the CPU compares the ranks' shapes first (one small all_gather: gloo aborts on a mismatch).
+        assert all(n <= 2 * 2 for n in per_epoch), (rank, per_epoch, result["other"])
         # Before the first epoch nothing (the shuffle seed was agreed at compile); after it, the final backup.
         assert marks[0] == (0, 0), (rank, marks)
-        assert len(result["other"]) - marks[-1][1] <= 1, (rank, result["other"])
+        assert len(result["other"]) - marks[-1][1] <= 1 * 2, (rank, result["other"])
 
 
 def test_counter_sees_collectives_so_the_bound_is_not_vacuous() -> None:
@@ -152,8 +153,9 @@ def test_mixed_float16_under_ddp_adds_no_per_step_collective_and_every_replica_s
     for rank, result in enumerate(results):
         marks = result["marks"]
         assert marks[1][0] - marks[0][0] == 4, (rank, marks)  # four steps, one gradient all-reduce each
-        # Only the epoch's metric all-reduce: no found_inf agreement per step (DDP's sums are the same everywhere).
-        assert marks[1][1] - marks[0][1] <= 1, (rank, result["other"])
+        # Only the epoch's metric all-reduce (and its shape check): no found_inf agreement per step (DDP's sums
+        # are the same everywhere).
+        assert marks[1][1] - marks[0][1] <= 1 * 2, (rank, result["other"])
         assert result["moved"], rank
         # Replica 1's inf reached both replicas through DDP's sum: both skipped that update, with no agreement.
         assert result["skipped_unchanged"] and result["skipped"] == 1.0, (rank, result)

@@ -23,6 +23,6 @@ def test_sigstopped_rank_is_named_by_its_peer_and_the_launcher() -> None:
     assert report.startswith("stratagem: Worker rank 1 (of 2) was stopped"), report[:500]
     # Rank 0's own error names the operation and the rank that did not answer, not a raw gloo timeout.
     # ... and each rank with its host (issue 21 item 5).
-    assert "rank 0 raised CollectiveTimeoutError: [rank 0/2 at 127.0.0.1] the gradient all-reduce did not complete" \
+    assert "rank 0 raised CollectiveTimeoutError: [rank 0/2 at 127.0.0.1] fit: the gradient all-reduce did not complete" \
         in report
     assert "unresponsive_ranks=[1]" in report

@@ -100,3 +100,11 @@ def test_sparse_labels_out_of_range_name_the_range(labels: np.ndarray, low: int,
     with pytest.raises(ValueError, match=rf"class ids from 0 to 2 .*labels run from {low} to {high}.*"
                                          rf"Received: label range=\[{low}, {high}\]"):
         model.fit(X, labels, batch_size=16, verbose=0)
+
+
+def test_evaluate_without_labels_names_the_missing_y_as_fit_does() -> None:
+    # Keras 3.15 (torch) raises here too (a raw AttributeError); it returned [] silently, as if evaluated.
+    with pytest.raises(ValueError, match=r"the batch has no labels \(y is None\).*Received: y=None"):
+        _model().evaluate(X, None, verbose=0)
+    with pytest.raises(ValueError, match=r"the batch has no labels"):
+        _model().evaluate(Dataset.from_tensor_slices(X).batch(4), verbose=0)
