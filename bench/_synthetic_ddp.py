@@ -6,10 +6,16 @@ optimizer (SGD, learning rate 0.01 x ranks) and timing protocol as Horovod's
 script (warm-up steps, then ``num_iters`` timings of ``num_batches_per_iter``
 steps with ``timeit``), with torch's ``DistributedDataParallel`` doing the
 gradient all-reduce (buckets overlapped with the backward pass, gradients as
-bucket views). Batch normalization is torch's local ``BatchNorm2d``: torch's
-``SyncBatchNorm`` refuses CPU tensors, so the peer does less communication
-than Horovod's script (which synchronizes the statistics), never more. Rank 0
-prints the line Horovod's script ends with, ``Total img/sec on N CPU(s): X +-Y``.
+bucket views, ``--bucket-cap-mb``). Horovod's script normalizes with
+``hvd.SyncBatchNorm`` (statistics over the global batch). torch's
+``SyncBatchNorm`` refuses CPU tensors, and DDP refuses modules holding one on
+CPU, so ``--norm`` picks the peer's model: ``batch`` (default) is torch's
+local ``BatchNorm2d``, a model that communicates less than Horovod's (no
+statistics exchanged); ``sync`` is the same model as Horovod's script: a
+``BatchNorm2d`` whose training statistics cover every rank's batch with
+stratagem.horovod's CPU arithmetic (one all-gather forward, one all-reduce
+backward per layer). Rank 0 prints the line Horovod's script ends with,
+``Total img/sec on N CPU(s): X +-Y``.
 """
 
 from __future__ import annotations
@@ -25,6 +31,20 @@ from torch.nn.parallel import DistributedDataParallel
 from torchvision import models
 
 
+class GlobalBatchNorm2d(torch.nn.BatchNorm2d):
+    """``BatchNorm2d`` whose training statistics cover every rank's batch: the model of Horovod's script, on DDP."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        if not self.training:
+            return super().forward(input)
+        import stratagem.horovod as hvd
+        from stratagem.horovod.sync_batch_norm import _SyncedBatchNorm
+
+        out, mean, var, total = _SyncedBatchNorm.apply(input, self.weight, self.bias, self.eps, None)
+        hvd.SyncBatchNorm._update_running_stats(self, mean, var, total)  # type: ignore[arg-type]
+        return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="resnet18")
@@ -32,10 +52,15 @@ def main() -> None:
     parser.add_argument("--num-warmup-batches", type=int, default=3)
     parser.add_argument("--num-batches-per-iter", type=int, default=5)
     parser.add_argument("--num-iters", type=int, default=3)
+    parser.add_argument("--norm", choices=("batch", "sync"), default="batch",
+                        help="batch: local BatchNorm2d; sync: statistics over every rank's batch, as Horovod's script")
+    parser.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP's bucket size (default: DDP's 25)")
     args = parser.parse_args()
     dist.init_process_group("gloo")  # env://: the launcher's RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
     size = dist.get_world_size()
-    model = DistributedDataParallel(getattr(models, args.model)(), gradient_as_bucket_view=True)
+    norm_layer = GlobalBatchNorm2d if args.norm == "sync" else torch.nn.BatchNorm2d
+    model = DistributedDataParallel(getattr(models, args.model)(norm_layer=norm_layer), gradient_as_bucket_view=True,
+                                    bucket_cap_mb=args.bucket_cap_mb)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01 * size)
     data = torch.randn(args.batch_size, 3, 224, 224)
     target = torch.LongTensor(args.batch_size).random_() % 1000

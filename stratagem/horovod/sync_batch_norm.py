@@ -6,7 +6,8 @@ the same arithmetic as torch's CUDA path: forward gathers each rank's count,
 mean and variance in one all-gather and combines them (Chan's parallel
 formula: no E[x^2]-E[x]^2 cancellation), then normalizes with torch's fused
 kernel; backward all-reduces the per-channel sums of the output gradient and
-of its product with the centred input in one all-reduce. The weight and bias
+of its product with the centred input in one all-reduce, sent while the
+local part of the input gradient is computed. The weight and bias
 gradients stay local, as torch's: the optimizer averages them like any other.
 """
 
@@ -83,31 +84,33 @@ class _SyncedBatchNorm(torch.autograd.Function):
         var = (counts * (variances + (means - mean) ** 2)).sum(0) / total
         mean, var = mean.to(input.dtype), var.to(input.dtype)
         out = torch.nn.functional.batch_norm(input, mean, var, weight, bias, False, 0.0, eps)
-        invstd = torch.rsqrt(var + eps)
-        ctx.save_for_backward(input, weight, mean, invstd)
-        ctx.group, ctx.total = group, float(total)
+        ctx.save_for_backward(input, weight, mean, var)
+        ctx.group, ctx.total, ctx.eps = group, float(total), eps
         ctx.mark_non_differentiable(mean, var)
         return out, mean, var, float(total)
 
     @staticmethod
     def backward(ctx: Any, grad_out: torch.Tensor, *_: Any) -> tuple[torch.Tensor | None, ...]:
-        input, weight, mean, invstd = ctx.saved_tensors
-        axes = [0, *range(2, input.dim())]
+        input, weight, mean, var = ctx.saved_tensors
         shape = [1, input.shape[1]] + [1] * (input.dim() - 2)
-        sum_dy = grad_out.sum(axes)
-        sum_dy_xmu = (grad_out * input).sum(axes) - mean * sum_dy
-        grad_weight = sum_dy_xmu * invstd if weight is not None and ctx.needs_input_grad[1] else None
-        grad_bias = sum_dy.clone() if ctx.needs_input_grad[2] else None
+        invstd = torch.rsqrt(var + ctx.eps)
+        # The local per-channel sums in one fused pass: torch's evaluation-mode batch-norm backward, given the
+        # global mean and variance, returns sum(dy * (x - mean) * invstd) as the weight's gradient and sum(dy) as
+        # the bias's. They stay local, as torch's: the optimizer averages them like any other gradient.
+        _, grad_weight, grad_bias = torch.ops.aten.native_batch_norm_backward(
+            grad_out, input, weight, mean, var, None, None, False, ctx.eps, [False, True, True])
         grad_input = None
         if ctx.needs_input_grad[0]:
-            sums = torch.cat([sum_dy, sum_dy_xmu])
-            dist.all_reduce(sums, group=ctx.group)  # the global batch's sums: the statistics depend on every row
+            sums = torch.cat([grad_bias, grad_weight / invstd])  # sum(dy), sum(dy * (x - mean))
+            # The global batch's sums (the statistics depend on every row), sent while the local term is computed.
+            work = dist.all_reduce(sums, group=ctx.group, async_op=True)
+            scale = invstd * weight if weight is not None else invstd
+            grad_input = grad_out * scale.view(shape)
+            work.wait()
             mean_dy, mean_dy_xmu = (sums / ctx.total).chunk(2)
-            scale = invstd * (weight if weight is not None else 1.0)
             # grad_input = (dy - mean_dy - (x - mean) * invstd^2 * mean_dy_xmu) * invstd * weight, per channel:
-            # dy * a + x * b + c, in two fused passes.
-            a = scale
+            # dy * scale + x * b + c.
             b = -scale * invstd * invstd * mean_dy_xmu
-            c = -scale * mean_dy - b * mean
-            grad_input = torch.addcmul(c.view(shape), input, b.view(shape)).addcmul_(grad_out, a.view(shape))
-        return grad_input, grad_weight, grad_bias, None, None
+            grad_input.addcmul_(input, b.view(shape)).add_((-scale * mean_dy - b * mean).view(shape))
+        return (grad_input, grad_weight if weight is not None and ctx.needs_input_grad[1] else None,
+                grad_bias if ctx.needs_input_grad[2] else None, None, None)

@@ -111,26 +111,32 @@ def _check_objects_and_sets(hvd, rank: int) -> dict:  # type: ignore[no-untyped-
 
 
 def _check_sync_batch_norm(hvd, rank: int) -> None:  # type: ignore[no-untyped-def]
-    torch.manual_seed(0)
-    full = torch.randn(8, 3, 2, 2)
-    reference = torch.nn.BatchNorm2d(3)
-    synced = hvd.SyncBatchNorm(3)
-    with torch.no_grad():
-        reference.weight.copy_(torch.tensor([1.0, 2.0, 3.0]))
-        synced.weight.copy_(reference.weight)
-    x_full = full.clone().requires_grad_(True)
-    ref_out = reference(x_full)
-    # Mean over the global batch of a rank-dependent weighting, split as the ranks' summed losses.
-    weights = torch.linspace(-1, 1, ref_out.numel()).view_as(ref_out)
-    (ref_out * weights).sum().backward()
-    x = full[4 * rank : 4 * rank + 4].clone().requires_grad_(True)
-    out = synced(x)
-    (out * weights[4 * rank : 4 * rank + 4]).sum().backward()
-    assert_close(out, ref_out[4 * rank : 4 * rank + 4].detach(), msg="SyncBatchNorm output", atol=1e-5, rtol=1e-5)
-    assert_close(x.grad, x_full.grad[4 * rank : 4 * rank + 4], msg="SyncBatchNorm input gradient", atol=1e-5, rtol=1e-5)
-    assert_close(hvd.allreduce(synced.weight.grad, op=hvd.Sum), reference.weight.grad, msg="weight gradient")
-    assert_close(synced.running_mean, reference.running_mean, msg="running mean")
-    assert_close(synced.running_var, reference.running_var, msg="running var (unbiased)")
+    for affine in (True, False):
+        torch.manual_seed(0)
+        full = torch.randn(8, 3, 2, 2)
+        reference = torch.nn.BatchNorm2d(3, affine=affine)
+        synced = hvd.SyncBatchNorm(3, affine=affine)
+        if affine:
+            with torch.no_grad():
+                reference.weight.copy_(torch.tensor([1.0, 2.0, 3.0]))
+                synced.weight.copy_(reference.weight)
+        x_full = full.clone().requires_grad_(True)
+        ref_out = reference(x_full)
+        # Mean over the global batch of a rank-dependent weighting, split as the ranks' summed losses.
+        weights = torch.linspace(-1, 1, ref_out.numel()).view_as(ref_out)
+        (ref_out * weights).sum().backward()
+        x = full[4 * rank : 4 * rank + 4].clone().requires_grad_(True)
+        out = synced(x)
+        (out * weights[4 * rank : 4 * rank + 4]).sum().backward()
+        case = f"SyncBatchNorm(affine={affine})"
+        assert_close(out, ref_out[4 * rank : 4 * rank + 4].detach(), msg=f"{case} output", atol=1e-5, rtol=1e-5)
+        assert_close(x.grad, x_full.grad[4 * rank : 4 * rank + 4], msg=f"{case} input gradient", atol=1e-5,
+                     rtol=1e-5)
+        if affine:
+            assert_close(hvd.allreduce(synced.weight.grad, op=hvd.Sum), reference.weight.grad, msg="weight gradient")
+            assert_close(hvd.allreduce(synced.bias.grad, op=hvd.Sum), reference.bias.grad, msg="bias gradient")
+        assert_close(synced.running_mean, reference.running_mean, msg=f"{case} running mean")
+        assert_close(synced.running_var, reference.running_var, msg=f"{case} running var (unbiased)")
 
 
 STEPS, GLOBAL_BATCH = 4, 8
