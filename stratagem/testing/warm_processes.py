@@ -23,7 +23,7 @@ there: ``sys.orig_argv``, torch's thread count (``OMP_NUM_THREADS``, else one),
 and the exception hook ``import stratagem`` installs for a launched worker. numpy's global random state is the server's,
 the same in every fork (Python's ``random`` reseeds itself): the PS tests'
 tolerances were set on that, and a test that needs other draws per process
-seeds them.
+seeds them; one that needs the whole run to repeat sets ``TEST_SEED_ENV``.
 """
 
 from __future__ import annotations
@@ -49,6 +49,11 @@ from stratagem.launcher.ports import find_free_port
 # stratagem` sets KERAS_BACKEND first) and stratagem.tf by the seed examples.
 PRELOAD = ("torch", "torch._dynamo", "numpy", "stratagem.testing._warm_preload", "stratagem.distribute.ps.server",
            "grpc", "keras", "stratagem.tf", "stratagem.tf.keras")
+
+
+# A test that needs a script's run to repeat (its weights, shuffles, Keras's initializers) sets this in the
+# script's environment: the fork seeds Python, numpy, torch and Keras with it before the script's first line.
+TEST_SEED_ENV = "STRATAGEM_TEST_SEED"
 
 
 def warm_context() -> ForkServerContext:
@@ -184,3 +189,8 @@ def _as_fresh_interpreter(command: tuple[str, ...]) -> None:
     torch.set_num_threads(int(threads) if threads.isdigit() and int(threads) > 0 else 1)
     if os.environ.get(_launched.ERROR_FILE_ENV):
         _launched.install_excepthook()  # as `import stratagem` does in a launched worker (preloaded here already)
+    seed = os.environ.get(TEST_SEED_ENV, "")
+    if seed:  # a test's seeded run: as `keras.utils.set_random_seed(seed)` on the script's first line
+        import keras
+
+        keras.utils.set_random_seed(int(seed))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from stratagem.testing.warm_processes import TEST_SEED_ENV
 from tests.e2e._seed_examples import TIMEOUT_S, Case, check_case, keras_home, params  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.e2e
@@ -19,9 +20,12 @@ CASES = [
          uses=("keras.datasets.fashion_mnist.load_data", "keras.utils.to_categorical", "nn.relu",
                "nn.softmax", "train.AdamOptimizer", "contrib.distribute.MirroredStrategy",
                "estimator.RunConfig", "keras.estimator.model_to_estimator", "data.Dataset")),
-    Case("seed004_estimator_image_folder.py", "run2", {"SEED_STEPS": "10", "SEED_IMAGE_SIZE": "32"},
-         r"\[rank 0\].*'accuracy': ([\d.]+)", 0.25,
-         "the seed's ~95% needs ImageNet weights (a download); VGG16 from scratch at 32x32 for 10 steps",
+    Case("seed004_estimator_image_folder.py", "run2", {"SEED_STEPS": "40", "SEED_IMAGE_SIZE": "32"},
+         r"\[rank 0\].*'accuracy': ([\d.]+)", 0.55,
+         "the seed's ~95% needs ImageNet weights (a download); VGG16 from scratch at 32x32, its frozen layers random, "
+         "for 40 steps: seeded (the run repeats exactly) 0.7075 of the 400 test images; seeds 1-3 gave 0.53-0.71, "
+         "10 steps 0.25-0.40 (chance is 0.25)",
+         env={TEST_SEED_ENV: "2"},
          uses=("keras.datasets.mnist.load_data", "contrib.lookup.index_table_from_tensor", "constant",
                "string_split", "image.decode_jpeg", "read_file", "image.convert_image_dtype",
                "image.resize_images", "one_hot", "data.Dataset.list_files", "contrib.data.shuffle_and_repeat",
