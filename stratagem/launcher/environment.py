@@ -47,6 +47,8 @@ Variables a worker reads, and who sets them:
   the user set it. Launcher (``-n N``).
 - ``PYTHONUNBUFFERED``: ``1``, so a worker's lines reach the launcher as they
   are printed. Launcher.
+- ``KERAS_BACKEND``: ``torch``, unless the user set it, so a script that imports
+  ``keras`` before stratagem gets the torch backend. Launcher (``-n N``, ``--ps``).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ import os
 from stratagem._launched import RESTART_COUNT_ENV
 
 LAUNCHED_ENV = "STRATAGEM_LAUNCHED"
+KERAS_BACKEND_ENV = "KERAS_BACKEND"
 
 
 def worker_env(
@@ -99,6 +102,8 @@ def ps_task_env(*, tf_config: str, restart_count: int, timeout_s: float | None) 
 
 def _launched_env(timeout_s: float | None) -> dict[str, str]:
     env = {LAUNCHED_ENV: "1", "PYTHONUNBUFFERED": "1"}
+    if KERAS_BACKEND_ENV not in os.environ:  # Keras 3 would pick TensorFlow in a script that imports keras first
+        env[KERAS_BACKEND_ENV] = "torch"
     if timeout_s is not None:
         env["STRATAGEM_TIMEOUT_S"] = f"{timeout_s:g}"
     return env
