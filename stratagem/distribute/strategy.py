@@ -23,7 +23,7 @@ from stratagem.distribute.capabilities import AgreesThroughStore, AppliesUpdates
 from stratagem.distribute.cluster import ClusterResolver
 from stratagem.distribute.input_context import InputContext
 from stratagem.distribute.input_lib import DistributedDataset, InputOptions, check_input_options
-from stratagem.distribute.values import PerReplica, ReduceOp, unwrap
+from stratagem.distribute.values import PerReplica, ReduceOp, ValueContext, unwrap
 
 T = TypeVar("T")
 
@@ -144,6 +144,15 @@ class Strategy(abc.ABC):
             (tensor(0.3120),)
         """
         return (value.value,) if isinstance(value, PerReplica) else (value,)
+
+    def experimental_distribute_values_from_function(self, value_fn: Callable[[ValueContext], Any]) -> PerReplica:
+        """This replica's ``value_fn(ValueContext(...))``, as a ``PerReplica`` that ``run`` unwraps.
+
+        Example:
+            >>> values = strategy.experimental_distribute_values_from_function(
+            ...     lambda ctx: ctx.replica_id_in_sync_group * 10)  # doctest: +SKIP
+        """
+        return PerReplica(value_fn(ValueContext(self.replica_id_in_sync_group, self.num_replicas_in_sync)))
 
     def gather(self, value: torch.Tensor | PerReplica, axis: int = 0) -> torch.Tensor:
         """Concatenates every replica's ``value`` along ``axis``, in replica order.

@@ -1,4 +1,4 @@
-"""Value types of the strategy API: ``ReduceOp`` and ``PerReplica``.
+"""Value types of the strategy API: ``ReduceOp``, ``PerReplica`` and ``ValueContext``.
 
 A replica is a process, so a "per-replica value" is simply this process's
 tensor; ``PerReplica`` exists so code written for tf.distribute, which wraps
@@ -50,6 +50,14 @@ class PerReplica:
     def values(self) -> tuple[torch.Tensor, ...]:
         """The values held by this process: one, since a replica is a process."""
         return (self.value,)
+
+
+@dataclass(frozen=True)
+class ValueContext:
+    """What ``experimental_distribute_values_from_function`` tells its function (TF's ``ValueContext``)."""
+
+    replica_id_in_sync_group: int = 0
+    num_replicas_in_sync: int = 1
 
 
 E = TypeVar("E", bound=enum.Enum)

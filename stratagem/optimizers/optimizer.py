@@ -113,6 +113,18 @@ class Optimizer(abc.ABC):
 
     lr = learning_rate  # the Keras 2 alias the seeds' PrintLR callback reads
 
+    @property
+    def iterations(self) -> torch.Tensor:
+        """The number of updates applied so far (Keras' ``iterations``), as an int64 scalar; read-only here."""
+        if self.torch_optimizer is None:
+            return torch.tensor(0, dtype=torch.int64)
+        group = self.torch_optimizer.param_groups[0]
+        if "iterations" not in group:
+            raise AttributeError(f"{type(self.torch_optimizer).__name__} is a torch optimizer passed to compile, "
+                                 "which does not count its updates: use a Keras optimizer (tf.keras.optimizers) to "
+                                 "read optimizer.iterations")
+        return torch.tensor(int(group["iterations"]), dtype=torch.int64)
+
     def build(self, params: Iterable[torch.nn.Parameter], device: torch.device) -> torch.optim.Optimizer:
         """Creates the torch optimizer over ``params`` on ``device``."""
         self.torch_optimizer = self._make(list(params), device)

@@ -40,6 +40,8 @@ ALTERNATIVES: dict[str, str] = {
     "tf.sparse": "tf.sparse is not provided: use dense tensors (torch's sparse layout differs from TF's)",
     "tf.RaggedTensor": "ragged tensors are not provided: pad them (Dataset.padded_batch) or keep Python lists",
     "tf.ragged": "tf.ragged is not provided: pad sequences (Dataset.padded_batch) or keep Python lists",
+    "tf.TensorArray": ("tf.TensorArray is not provided: code runs eagerly here (tf.function runs the Python as "
+                       "written), so append to a Python list and tf.stack it"),
     "tf.autograph": "tf.autograph is not needed: tf.function runs the Python function as written",
     "tf.raw_ops": "TF's raw ops are not provided: use the tf.* op of the same name, or torch directly",
     "tf.experimental": "tf.experimental is not provided: use torch or keras.ops for NumPy-style ops",
@@ -55,6 +57,9 @@ ALTERNATIVES: dict[str, str] = {
                                               "with numpy/pandas and use Dataset.from_tensor_slices"),
     "tf.data.experimental.CsvDataset": ("CSV datasets are not provided: read the file with tf.data.TextLineDataset "
                                         "and split lines in map(), or load it with numpy/pandas"),
+    "tf.data.experimental.rejection_resample": ("rejection resampling is not provided: balance classes with "
+                                                "tf.data.Dataset.sample_from_datasets over one filtered dataset per "
+                                                "class, or with fit's class_weight"),
     "tf.test": "tf.test is not provided: use pytest, and torch.testing.assert_close for tensors",
     # --- tf.distribute, tf.train (loops) ---
     "tf.distribute.Server": ("tf.distribute.Server is not needed: `stratagem run --ps P --workers W` (or each task "

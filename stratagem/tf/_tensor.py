@@ -2,7 +2,7 @@
 
 Tensors are torch tensors (``tf.Tensor`` is ``torch.Tensor``). A Python value converts as ``tf.constant``
 converts it (int -> int32, float -> float32, str -> bytes, the conversion ``stratagem.data`` uses); numpy values
-keep their dtype. Also ``tf.TensorShape`` and ``tf.TensorSpec``.
+keep their dtype. Also ``tf.TensorShape``, ``tf.TensorSpec`` and its base ``tf.TypeSpec``.
 
 NOTE: TF never promotes implicitly: ``tf.add(int32, float32)`` raises. The ops of ``stratagem.tf`` do the same
 (``TypeError`` naming ``tf.cast`` as the fix), so code that runs here runs in TF and gives the same dtypes.
@@ -11,6 +11,7 @@ Python operators on torch tensors (``x + y``) are torch's and promote as torch d
 
 from __future__ import annotations
 
+import abc
 import math
 from collections.abc import Iterable
 from typing import Any
@@ -153,7 +154,16 @@ class TensorShape(tuple):  # type: ignore[type-arg]
         return f"TensorShape({list(self) if self._known_rank else None})"
 
 
-class TensorSpec:
+class TypeSpec(abc.ABC):
+    """``tf.TypeSpec``: the base class of value specs. ``TensorSpec`` is the only one here (no sparse or ragged values)."""
+
+    @property
+    @abc.abstractmethod
+    def value_type(self) -> type:
+        """The Python type of the values this spec describes."""
+
+
+class TensorSpec(TypeSpec):
     """``tf.TensorSpec``: the shape and dtype of a tensor (``from_generator``'s ``output_signature``, ``tf.function``).
 
     Example:
@@ -166,6 +176,10 @@ class TensorSpec:
         self.shape = shape if isinstance(shape, TensorShape) else TensorShape(shape)
         self.dtype = dtypes.as_dtype(dtype)
         self.name = name
+
+    @property
+    def value_type(self) -> type:
+        return torch.Tensor
 
     @classmethod
     def from_tensor(cls, value: Any, name: str | None = None) -> TensorSpec:

@@ -39,7 +39,7 @@ from stratagem.distribute import (
     has_strategy,
 )
 from stratagem.distribute.context import get_replica_context, in_cross_replica_context
-from stratagem.distribute.values import ReplicaContext
+from stratagem.distribute.values import ReplicaContext, ValueContext
 from stratagem.errors import ConfigurationError
 from stratagem.tf._refusal import missing_name
 
@@ -154,7 +154,7 @@ experimental = _Namespace("tf.distribute.experimental", {
     "CommunicationOptions": CommunicationOptions, "CommunicationImplementation": CommunicationImplementation,
     "CollectiveCommunication": CollectiveCommunication, "CentralStorageStrategy": CentralStorageStrategy,
     "MultiWorkerMirroredStrategy": _experimental_multi_worker, "TPUStrategy": TPUStrategy,
-    "coordinator": coordinator,
+    "ValueContext": ValueContext, "coordinator": coordinator,
     "partitioners": _Namespace("tf.distribute.experimental.partitioners", {
         "FixedShardsPartitioner": FixedShardsPartitioner, "MaxSizePartitioner": MaxSizePartitioner,
         "MinSizePartitioner": MinSizePartitioner}),

@@ -38,8 +38,12 @@ from stratagem.tf.keras._models import Model, Sequential  # noqa: E402
 # Keras 3's namespaces, as they are: `import stratagem.tf.keras.layers` and `tf.keras.layers.Dense` both resolve.
 _KERAS_NAMESPACES = ("activations", "backend", "config", "constraints", "dtype_policies", "initializers", "layers",
                      "metrics", "ops", "preprocessing", "random", "regularizers", "saving", "tree", "utils")
+# NOTE: TF 2.21's tf.keras is Keras 3's `keras._tf_keras.keras` (checked on 3.15): its preprocessing keeps Keras 2's
+# ImageDataGenerator and text Tokenizer (numpy code in keras.src.legacy), which TF's tf.data guide uses; the plain
+# keras.preprocessing lacks them.
+_TF_KERAS_HOMES = {"preprocessing": "keras._tf_keras.keras.preprocessing"}
 for _name in _KERAS_NAMESPACES:
-    _module = importlib.import_module(f"keras.{_name}")
+    _module = importlib.import_module(_TF_KERAS_HOMES.get(_name, f"keras.{_name}"))
     sys.modules[f"{__name__}.{_name}"] = _module
     globals()[_name] = _module
 
