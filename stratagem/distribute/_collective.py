@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 import atexit
 import contextlib
+import os
 import weakref
 
 import torch
@@ -23,6 +24,7 @@ from stratagem.distribute.input_context import InputContext
 from stratagem.distribute.options import CommunicationOptions
 from stratagem.distribute.strategy import Strategy
 from stratagem.distribute.values import ReduceOp
+from stratagem.errors import ConfigurationError
 
 
 class CollectiveStrategy(Strategy):
@@ -44,6 +46,11 @@ class CollectiveStrategy(Strategy):
     def _setup(self) -> None:
         rank, world_size, local_rank, local_world_size, addr, port, device = self._resolve()
         self._num_replicas, self._replica_id, self._device = world_size, rank, device
+        backend = self._options.backend(device.type)
+        if world_size > 1 and "nccl" in backend:  # before NCCL hangs or fails with its own text
+            check_one_gpu_per_rank(local_rank=local_rank, local_world_size=local_world_size, backend=backend,
+                                   num_visible_devices=torch.cuda.device_count() if torch.cuda.is_available() else 0,
+                                   visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
         if device.type == "cuda":
             torch.cuda.set_device(device)
         if world_size == 1:
@@ -57,7 +64,7 @@ class CollectiveStrategy(Strategy):
             return
         collectives.init_process_group(
             rank=rank, world_size=world_size, master_addr=addr, master_port=port,
-            backend=self._options.backend(device.type), timeout_s=self._timeout_s,
+            backend=backend, timeout_s=self._timeout_s,
             peers=describe_group(self._cluster_resolver),
         )
         self._owns_group = True
@@ -108,6 +115,41 @@ class CollectiveStrategy(Strategy):
         if self._owns_group:
             collectives.leave_process_group()
             self._owns_group = False
+
+
+def check_one_gpu_per_rank(*, local_rank: int, local_world_size: int, num_visible_devices: int, backend: str,
+                           visible_devices: str | None = None) -> None:
+    """Refuses a host whose ranks would share a GPU under NCCL, which needs one GPU per rank.
+
+    Each rank takes GPU ``local_rank % num_visible_devices``; with more ranks on
+    the host than GPUs it sees, two ranks get the same one, and NCCL then fails
+    with its own text or hangs. A process shown exactly one GPU through
+    ``CUDA_VISIBLE_DEVICES`` (``visible_devices``) was given its own by the launcher
+    or the user: it is trusted.
+
+    Raises:
+        ConfigurationError: Naming the ranks that would share a GPU, the GPU, and the fix.
+    """
+    if "nccl" not in backend or local_world_size <= 1:
+        return
+    received = (f"Received: local_rank={local_rank}, local_world_size={local_world_size}, "
+                f"visible_gpus={num_visible_devices}, CUDA_VISIBLE_DEVICES={visible_devices!r}, backend={backend!r}")
+    if num_visible_devices == 0:
+        raise ConfigurationError(
+            f"The NCCL backend needs one GPU per rank, but local rank {local_rank} sees no GPU. Run on GPU hosts, "
+            "make the GPUs visible (CUDA_VISIBLE_DEVICES), or use gloo: "
+            f"CommunicationOptions(implementation='ring'). {received}")
+    pinned = visible_devices is not None and num_visible_devices == 1 and "," not in visible_devices
+    if local_world_size <= num_visible_devices or pinned:
+        return
+    gpu = local_rank % num_visible_devices
+    sharing = [r for r in range(local_world_size) if r % num_visible_devices == gpu]
+    raise ConfigurationError(
+        f"The NCCL backend needs one GPU per rank, but this host runs {local_world_size} ranks and sees "
+        f"{num_visible_devices} GPU(s), so local ranks {', '.join(map(str, sharing))} would all use cuda:{gpu} "
+        "(NCCL then fails or hangs). Start at most one process per GPU (stratagem run -n "
+        f"{num_visible_devices}, torchrun --nproc_per_node {num_visible_devices}), or give each process its own GPU "
+        f"with CUDA_VISIBLE_DEVICES. {received}")
 
 
 def _teardown_at_exit(strategy: weakref.ref[CollectiveStrategy]) -> None:
