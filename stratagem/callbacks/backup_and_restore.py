@@ -28,13 +28,16 @@ import shutil
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stratagem.callbacks.callback import Callback, check_path
 from stratagem.checkpoint import state as training_state
 from stratagem.checkpoint.io import remove_stale_temporaries
 from stratagem.checkpoint.state import StateKind, shards_dir_for
 from stratagem.errors import CheckpointError
+
+if TYPE_CHECKING:  # the fit modules import the callbacks
+    from stratagem.models.fit_state import FitState
 
 _NAME = re.compile(r"^backup-(\d+)\.pt$")
 _KEEP = 2
@@ -96,10 +99,10 @@ class BackupAndRestore(Callback):
             if fit_index < self._fit_index:
                 return  # an earlier fit's backup, about to be deleted: this fit starts fresh
             if fit_index > self._fit_index:
-                self.fit_state.finish()  # this fit had completed before a restart: the later fit resumes
+                self._fit.finish()  # this fit had completed before a restart: the later fit resumes
                 self._done_before_restart = True
                 return
-            training_state.restore(self.model, self.fit_state, self._others(), state, shards_dir=shards_dir_for(path))
+            training_state.restore(self.model, self._fit, self._others(), state, shards_dir=shards_dir_for(path))
             self.restored_from = str(path)
             return
         if skipped:
@@ -127,7 +130,7 @@ class BackupAndRestore(Callback):
     def _backup(self) -> None:
         self._counter += 1  # on every replica: all of them write shards under this number when sharded
         path = self.backup_dir / f"backup-{self._counter}.pt"
-        state = training_state.capture(self.model, self.fit_state, self._others(),
+        state = training_state.capture(self.model, self._fit, self._others(),
                                        shards_dir=shards_dir_for(path))  # a collective: every replica calls it
         if not self.model.distribute_strategy.is_chief:
             return
@@ -145,7 +148,14 @@ class BackupAndRestore(Callback):
             self.backup_dir.rmdir()
 
     def _others(self) -> list[Any]:
-        return [c for c in self.fit_state.callbacks if c is not self]
+        return [c for c in self._fit.callbacks if c is not self]
+
+    @property
+    def _fit(self) -> FitState:
+        if self.fit_state is None:  # Model.fit hands it to every callback; a hand-made CallbackList may not
+            raise ValueError("BackupAndRestore saves and restores where a fit stands, so it runs inside Model.fit "
+                             "only. Received: fit_state=None")
+        return self.fit_state
 
     def _backups_newest_first(self) -> list[Path]:
         if not self.backup_dir.is_dir():

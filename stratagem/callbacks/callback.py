@@ -6,7 +6,12 @@ import enum
 import os
 import types
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:  # the model and fit modules import the callbacks
+    from stratagem.models.fit_state import FitState
+    from stratagem.models.model import Model
+    from stratagem.optimizers import Optimizer
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -51,9 +56,9 @@ class Callback:
     """
 
     def __init__(self) -> None:
-        self.model: Any = None
+        self.model: Model = None  # type: ignore[assignment]  # set_model gives it before any hook runs
         self.params: dict[str, Any] = {}
-        self.fit_state: Any = None  # the running fit's FitState (epoch, step, data position)
+        self.fit_state: FitState | None = None  # the running fit's FitState (epoch, step, data position)
 
     # What the callback needs from the loop. Declared, so that a default fit makes
     # no collective beyond the gradient all-reduce (see stratagem.models.runners).
@@ -81,13 +86,19 @@ class Callback:
             if key in state:
                 setattr(self, key, state[key])
 
-    def set_model(self, model: Any) -> None:
+    def set_model(self, model: Model) -> None:
         self.model = model
+
+    @property
+    def _optimizer(self) -> Optimizer:
+        """The model's optimizer (hooks that read or set the learning rate)."""
+        assert self.model.optimizer is not None, "fit compiles the model before it calls any hook"
+        return self.model.optimizer
 
     def set_params(self, params: dict[str, Any]) -> None:
         self.params = params
 
-    def set_fit_state(self, fit_state: Any) -> None:
+    def set_fit_state(self, fit_state: FitState) -> None:
         """Receives the running ``fit``'s ``FitState`` (``BackupAndRestore`` saves and moves it)."""
         self.fit_state = fit_state
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stratagem.callbacks.callback import Callback, overrides
 from stratagem.callbacks.keras_callback import KerasCallback, is_keras_callback
+
+if TYPE_CHECKING:  # the model and fit modules import the callbacks
+    from stratagem.models.fit_state import FitState
+    from stratagem.models.model import Model
 
 _HOOKS = [name for name in vars(Callback) if name.startswith("on_")]  # Keras' hooks, as Callback declares them
 
@@ -21,7 +25,8 @@ class CallbackList:
         fit_state: The running fit's ``FitState``, handed to each callback.
     """
 
-    def __init__(self, callbacks: Iterable[Callback], *, model: Any, params: dict[str, Any], fit_state: Any = None) -> None:
+    def __init__(self, callbacks: Iterable[Callback], *, model: Model, params: dict[str, Any],
+                 fit_state: FitState | None = None) -> None:
         self.callbacks = [KerasCallback(c) if is_keras_callback(c) else c for c in callbacks]
         for callback in self.callbacks:
             callback.set_model(model)

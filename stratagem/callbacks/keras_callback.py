@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stratagem.callbacks.callback import Callback
+
+if TYPE_CHECKING:  # the model module imports the callbacks
+    from stratagem.models.model import Model
 
 # Keras 3's base Callback runs these through their Keras 2 aliases: overriding either counts.
 _ALIASES = {"on_train_batch_begin": "on_batch_begin", "on_train_batch_end": "on_batch_end"}
@@ -71,7 +74,7 @@ class KerasCallback(Callback):
         self.requires_global_batch_logs = "on_train_batch_end" in implemented
         self.stops_training = "batch" if batch_hooks else "epoch"
 
-    def set_model(self, model: Any) -> None:
+    def set_model(self, model: Model) -> None:
         super().set_model(model)
         facade = getattr(model, "_facade", None)
         self.keras_callback.set_model(facade if facade is not None else model)

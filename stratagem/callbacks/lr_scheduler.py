@@ -62,17 +62,17 @@ class LearningRateScheduler(Callback):
             # Resumed mid-epoch (BackupAndRestore): this epoch's rate was set before the backup and came
             # back with the optimizer; scheduling again would apply a schedule(epoch, lr) twice.
             return
-        learning_rate = self._call_schedule(epoch, float(self.model.optimizer.learning_rate))
+        learning_rate = self._call_schedule(epoch, float(self._optimizer.learning_rate))
         if isinstance(learning_rate, bool) or not isinstance(learning_rate, numbers.Real):
             raise ValueError("The output of the `schedule` function should be a float. "
                              f"Received: {learning_rate!r} of type {type(learning_rate).__name__}")
-        self.model.optimizer.learning_rate = float(learning_rate)
+        self._optimizer.learning_rate = float(learning_rate)
         self._say(f"\nEpoch {epoch + 1}: LearningRateScheduler setting learning rate to {float(learning_rate)}.")
 
     @override
     def on_epoch_end(self, epoch: int, logs: dict[str, float] | None = None) -> None:
         if logs is not None:
-            logs["learning_rate"] = float(self.model.optimizer.learning_rate)
+            logs["learning_rate"] = float(self._optimizer.learning_rate)
 
     def _call_schedule(self, epoch: int, learning_rate: float) -> object:
         # Keras tries (epoch, lr) and falls back to (epoch) on TypeError. Checking the
@@ -155,7 +155,7 @@ class ReduceLROnPlateau(Callback):
     @override
     def on_epoch_end(self, epoch: int, logs: dict[str, float] | None = None) -> None:
         logs = logs if logs is not None else {}
-        logs["learning_rate"] = float(self.model.optimizer.learning_rate)  # the rate this epoch trained with
+        logs["learning_rate"] = float(self._optimizer.learning_rate)  # the rate this epoch trained with
         current = logs.get(self.monitor)
         if current is None:
             if self.model.distribute_strategy.is_chief:
@@ -174,12 +174,12 @@ class ReduceLROnPlateau(Callback):
                 self._reduce(epoch)
 
     def _reduce(self, epoch: int) -> None:
-        old_lr = float(self.model.optimizer.learning_rate)
+        old_lr = float(self._optimizer.learning_rate)
         # Keras compares in float32: a rate already at min_lr up to float32 rounding stays put.
         if not _float32(old_lr) > _float32(self.min_lr):
             return
         new_lr = max(old_lr * self.factor, self.min_lr)
-        self.model.optimizer.learning_rate = new_lr
+        self._optimizer.learning_rate = new_lr
         self._say(f"\nEpoch {epoch + 1}: ReduceLROnPlateau reducing learning rate to {new_lr}.")
         self.cooldown_counter = self.cooldown
         self.wait = 0

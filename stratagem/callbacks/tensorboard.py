@@ -118,7 +118,7 @@ class TensorBoard(Callback):
         val_logs = {key[len("val_"):]: value for key, value in logs.items() if key.startswith("val_")}
         # A callback earlier in the list may have changed the rate already (ReduceLROnPlateau);
         # the logs then hold the rate this epoch trained with, which is the one to plot.
-        train_logs.setdefault("learning_rate", float(self.model.optimizer.learning_rate))
+        train_logs.setdefault("learning_rate", float(self._optimizer.learning_rate))
         samples_per_sec = self._samples_per_sec()
         if samples_per_sec is not None:
             train_logs["samples_per_sec"] = samples_per_sec

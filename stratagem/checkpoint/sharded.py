@@ -23,7 +23,7 @@ import shutil
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.distributed as dist
@@ -36,6 +36,10 @@ from stratagem._torch_internals import DCP_METADATA_FILE, dcp_metadata_file
 from stratagem.checkpoint.io import fsync_path, remove_stale_temporaries
 from stratagem.checkpoint.unpickling import refused, unpickle
 from stratagem.errors import CheckpointError
+
+if TYPE_CHECKING:  # the model module imports the checkpoints
+    from stratagem.distribute.strategy import Strategy
+    from stratagem.models.model import Model
 
 
 
@@ -57,10 +61,8 @@ class ShardedCheckpoint:
         >>> checkpoint.restore("/shared/ckpt/step-200")  # waits for the save first  # doctest: +SKIP
     """
 
-    def __init__(self, model: Any) -> None:
-        if model.optimizer is None or model.optimizer.torch_optimizer is None:
-            raise ValueError("ShardedCheckpoint saves the optimizer state too: call model.compile() first. "
-                             "Received: a model that is not compiled")
+    def __init__(self, model: Model) -> None:
+        _module_and_optimizer(model)  # raises before any save if the model is not compiled
         self._model = model
         self._pending: concurrent.futures.Future[str] | None = None
         self._group: Any = None  # the gloo group of background saves, made at the first one
@@ -126,12 +128,12 @@ class ShardedCheckpoint:
             pending.result()
 
 
-def save_sharded(directory: str | os.PathLike[str], model: Any) -> None:
+def save_sharded(directory: str | os.PathLike[str], model: Model) -> None:
     """Writes ``model``'s weights and optimizer state to the folder ``directory``, each replica its shards."""
     ShardedCheckpoint(model).save(directory)
 
 
-def load_sharded(directory: str | os.PathLike[str], model: Any) -> None:
+def load_sharded(directory: str | os.PathLike[str], model: Model) -> None:
     """Loads what ``save_sharded`` wrote into ``model`` and its optimizer, resharded onto this job: a collective.
 
     Raises:
@@ -145,7 +147,7 @@ def load_sharded(directory: str | os.PathLike[str], model: Any) -> None:
             f"Received: directory={str(folder)!r}"
         )
     _read_metadata(folder / DCP_METADATA_FILE)  # refused here, before DCP (which logs and retries), if unsafe
-    module, optimizer = model.module, model.optimizer.torch_optimizer
+    module, optimizer = _module_and_optimizer(model)
     model_state, optimizer_state = get_state_dict(module, optimizer)  # this job's shards, filled in place
     state: dict[str, Any] = {"model": model_state, "optimizer": optimizer_state}
     try:
@@ -161,19 +163,28 @@ def load_sharded(directory: str | os.PathLike[str], model: Any) -> None:
         ) from err
 
 
-def _state_dict(model: Any) -> dict[str, Any]:
+def _state_dict(model: Model) -> dict[str, Any]:
     """The model's and optimizer's state keyed by parameter name (not id), so it reshards onto any job."""
-    optimizer = model.optimizer.torch_optimizer
+    module, optimizer = _module_and_optimizer(model)
     # NOTE: get_state_dict takes one zero-gradient step with lr 0 when the optimizer has neither
     # state nor gradients (before its first step), and the Keras rules count that step in their
     # param_groups. Put the counters back in both the optimizer and what is saved.
     groups: list[dict[str, Any]] = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
-    model_state, optimizer_state = get_state_dict(model.module, optimizer)
+    model_state, optimizer_state = get_state_dict(module, optimizer)
     saved_groups = cast("list[dict[str, Any]]", optimizer_state["param_groups"])
     for group, saved_group, before in zip(optimizer.param_groups, saved_groups, groups):
         group.update(before)
         saved_group.update(before)
     return {"model": model_state, "optimizer": optimizer_state}
+
+
+def _module_and_optimizer(model: Model) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    """What DCP saves and loads: the model's module and its torch optimizer."""
+    optimizer = model.optimizer.torch_optimizer if model.optimizer is not None else None
+    if optimizer is None:
+        raise ValueError("ShardedCheckpoint saves the optimizer state too: call model.compile() first. "
+                         "Received: a model that is not compiled")
+    return model.module, optimizer
 
 
 @contextlib.contextmanager
@@ -184,7 +195,7 @@ def _one_process_quietly() -> Iterator[None]:
         yield
 
 
-def _barrier(strategy: Any) -> None:
+def _barrier(strategy: Strategy) -> None:
     """Waits for every replica, through the one collective every strategy has (with its timeout)."""
     if strategy.num_replicas_in_sync > 1:
         strategy.reduce("sum", torch.zeros(1, device=strategy.device), axis=None)

@@ -36,7 +36,7 @@ import os
 import random
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -44,6 +44,12 @@ import torch
 from stratagem.checkpoint.io import load_state, save_state
 from stratagem.distribute.capabilities import HoldsRemoteState, ShardsVariables
 from stratagem.errors import CheckpointError
+
+if TYPE_CHECKING:  # the model and callback modules import this one
+    from stratagem.callbacks.callback import Callback
+    from stratagem.distribute.strategy import Strategy
+    from stratagem.models.fit_state import FitState
+    from stratagem.models.model import Model
 
 # 1: BackupAndRestore's file before the Estimator and hvd.elastic shared the format (each had its own then).
 FORMAT_VERSION = 2
@@ -141,7 +147,7 @@ def _upgraded(state: dict[str, Any], path: str) -> dict[str, Any]:
         f"delete this one. Received: format={version!r}, keys={sorted(state)[:12]}")
 
 
-def capture(model: Any, fit_state: Any, callbacks: list[Any], *, shards_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+def capture(model: Model, fit_state: FitState, callbacks: list[Callback], *, shards_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """The training state of ``model`` and its ``fit_state`` now (call on every replica: it gathers RNG states).
 
     Under a strategy that ``ShardsVariables``, every replica first writes its
@@ -177,7 +183,7 @@ def capture(model: Any, fit_state: Any, callbacks: list[Any], *, shards_dir: str
     }
 
 
-def _gather_rng_states(strategy: Any) -> torch.Tensor:
+def _gather_rng_states(strategy: Strategy) -> torch.Tensor:
     """Every replica's torch RNG state, one row each, in ONE all-reduce (the states have one size)."""
     mine = torch.get_rng_state().to(torch.int64)
     rows = torch.zeros((strategy.num_replicas_in_sync, mine.numel()), dtype=torch.int64)
@@ -185,7 +191,7 @@ def _gather_rng_states(strategy: Any) -> torch.Tensor:
     return strategy.reduce("sum", rows.to(strategy.device), axis=None).cpu()
 
 
-def restore(model: Any, fit_state: Any, callbacks: list[Any], state: dict[str, Any], *,
+def restore(model: Model, fit_state: FitState, callbacks: list[Callback], state: dict[str, Any], *,
             shards_dir: str | os.PathLike[str] | None = None) -> None:
     """Puts ``model``, its optimizer, ``fit_state``, RNGs and callbacks back as captured.
 
@@ -230,7 +236,7 @@ _KEYS = ("format", "world_size", "weights", "optimizer", "position", "metrics", 
          "rng_python", "callbacks")
 
 
-def check_fits(model: Any, state: dict[str, Any], path: str) -> None:
+def check_fits(model: Model, state: dict[str, Any], path: str) -> None:
     """Raises ``CheckpointError`` unless ``state`` is a whole training state of ``model``; changes nothing.
 
     Checked before ``restore`` so that a backup of another model (or a damaged
@@ -250,7 +256,8 @@ def check_fits(model: Any, state: dict[str, Any], path: str) -> None:
                 if key in saved and tuple(getattr(saved[key], "shape", ())) != tuple(value.shape)]
     groups = [len(group["params"]) for group in state["optimizer"].get("param_groups", [])] \
         if isinstance(state["optimizer"], dict) else None
-    own_groups = [len(group["params"]) for group in model.optimizer.state_dict()["param_groups"]]
+    own = model.optimizer.state_dict() if model.optimizer is not None else {}
+    own_groups = [len(group["params"]) for group in own.get("param_groups", [])]
     if absent or extra or reshaped or groups != own_groups:
         raise CheckpointError(
             f"Backup {path!r} holds the training state of another model: missing weights {absent[:5]}, unexpected "
@@ -258,7 +265,7 @@ def check_fits(model: Any, state: dict[str, Any], path: str) -> None:
             "Use a separate backup_dir for each model.")
 
 
-def _callback_key(index: int, callback: Any) -> str:
+def _callback_key(index: int, callback: Callback) -> str:
     return f"{index}:{type(callback).__name__}"
 
 

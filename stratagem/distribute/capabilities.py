@@ -25,6 +25,7 @@ training loop asks "can this strategy do X?" and never "is this strategy Y?":
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
@@ -35,7 +36,7 @@ import torch
 class AppliesUpdates(Protocol):
     """The strategy, not each replica's optimizer, applies the gradients."""
 
-    def wrap_optimizer(self, optimizer: torch.optim.Optimizer) -> Any:
+    def wrap_optimizer(self, optimizer: torch.optim.Optimizer) -> StrategyOptimizer:
         """Returns an object with the optimizer's interface whose ``step()`` is this strategy's update."""
         ...
 
@@ -114,7 +115,7 @@ class StrategyOptimizer:
         update: ``update(optimizer)`` applies the gradients the strategy's way.
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, update: Any) -> None:
+    def __init__(self, optimizer: torch.optim.Optimizer, update: Callable[[torch.optim.Optimizer], None]) -> None:
         self.optimizer = optimizer
         self._update = update
 

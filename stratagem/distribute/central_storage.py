@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.optim.optimizer import register_optimizer_step_pre_hook
+from torch.utils.hooks import RemovableHandle
 from typing_extensions import override
 
 from stratagem.distribute import collectives
@@ -58,7 +59,7 @@ class CentralStorageStrategy(OneHostStrategy):
         self._parameter_device = parse_device(parameter_device) if parameter_device is not None else None
         self._guarded: dict[int, weakref.ref[torch.Tensor]] = {}  # parameters of distributed modules
         self._stepping_centrally = False
-        self._step_hook: Any = None
+        self._step_hook: RemovableHandle | None = None
         super().__init__(compute_devices, num_replicas=num_replicas, communication_options=communication_options)
         if self._parameter_device is not None and self._parameter_device.type != self._device.type:
             raise ValueError(

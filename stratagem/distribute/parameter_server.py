@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -44,10 +44,14 @@ from stratagem.distribute.options import CommunicationOptions
 from stratagem.distribute.ps import wire
 from stratagem.distribute.ps.auth import Credentials
 from stratagem.distribute.ps.client import PSClient, ShardedVariables
+from stratagem.distribute.ps.partitioners import Partitioner
 from stratagem.distribute.ps.server import optimizer_spec
 from stratagem.distribute.strategy import Strategy
 from stratagem.distribute.values import ReduceOp
 from stratagem.errors import ConfigurationError
+
+if TYPE_CHECKING:  # the coordinator module imports this one's users
+    from stratagem.distribute.coordinator import ClusterCoordinator
 
 WORKER_TIMEOUT_ENV = "STRATAGEM_WORKER_TIMEOUT_S"
 DEFAULT_WORKER_TIMEOUT_S = 10.0
@@ -77,7 +81,7 @@ class ParameterServerStrategy(Strategy):
     def __init__(
         self,
         cluster_resolver: ClusterResolver | None = None,
-        variable_partitioner: Any = None,
+        variable_partitioner: Partitioner | None = None,
         *,
         staleness: int | None = None,
         worker_timeout_s: float | None = None,
@@ -94,7 +98,7 @@ class ParameterServerStrategy(Strategy):
         self._worker_timeout_s = worker_timeout_s if worker_timeout_s is not None else number_from_env(
             WORKER_TIMEOUT_ENV, DEFAULT_WORKER_TIMEOUT_S, meaning="how many seconds a worker may stay silent")
         self._modules: list[tuple[str, nn.Module]] = []
-        self.cluster_coordinator: Any = None  # the one ClusterCoordinator of this strategy, once made
+        self.cluster_coordinator: ClusterCoordinator | None = None  # the one ClusterCoordinator of this strategy, once made
         self._names: dict[int, str] = {}  # id(parameter) -> variable name
         # server index -> its version when this process last pulled: the values its gradients are computed from
         self._pulled_versions: dict[int, int] = {}
@@ -221,7 +225,7 @@ class ParameterServerStrategy(Strategy):
                 f"Received: global_clipnorm={clip}")
         return StrategyOptimizer(optimizer, self._push_then_step_local)
 
-    def capture_remote_state(self) -> Any:
+    def capture_remote_state(self) -> list[torch.Tensor] | None:
         """On the chief: every server's snapshot (call between steps, e.g. after ``join``)."""
         if self._task_type != CHIEF:
             return None
@@ -229,7 +233,7 @@ class ParameterServerStrategy(Strategy):
         return [torch.frombuffer(bytearray(client.call_bytes("Snapshot", wire.encode({}, {}))), dtype=torch.uint8)
                 for client in self._variables.clients]
 
-    def restore_remote_state(self, state: Any) -> None:
+    def restore_remote_state(self, state: list[torch.Tensor] | None) -> None:
         if self._task_type != CHIEF or state is None:
             return
         if len(state) != len(self._variables.clients):

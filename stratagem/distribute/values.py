@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
+
+if TYPE_CHECKING:  # strategy.py imports this module
+    from stratagem.distribute.strategy import Strategy
 
 
 class ReduceOp(str, enum.Enum):
@@ -98,7 +101,7 @@ class ReplicaContext:
         strategy: The strategy whose ``run`` is calling.
     """
 
-    def __init__(self, strategy: Any) -> None:
+    def __init__(self, strategy: Strategy) -> None:
         self.strategy = strategy
 
     @property

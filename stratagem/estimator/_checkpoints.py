@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stratagem.checkpoint import state as training_state
 from stratagem.checkpoint.state import StateKind
+
+if TYPE_CHECKING:
+    from stratagem.models.model import Model
 
 _NAME = re.compile(r"^model\.ckpt-(\d+)\.pt$")
 
@@ -38,7 +41,7 @@ def latest(model_dir: str) -> tuple[int, str] | None:
     return found[-1] if found else None
 
 
-def save(model: Any, model_dir: str, global_step: int, keep_checkpoint_max: int | None) -> str:
+def save(model: Model, model_dir: str, global_step: int, keep_checkpoint_max: int | None) -> str:
     """Writes ``model``'s state at ``global_step`` and deletes all but the newest ``keep_checkpoint_max``."""
     path = path_for(model_dir, global_step)
     training_state.write(path, training_state.module_state(model.module, model.optimizer), kind=StateKind.ESTIMATOR,
@@ -57,7 +60,7 @@ def read(path: str) -> dict[str, Any]:
     return training_state.read(path, kind=StateKind.ESTIMATOR)
 
 
-def restore(model: Any, path: str, *, optimizer: bool) -> int:
+def restore(model: Model, path: str, *, optimizer: bool) -> int:
     """Loads the module's (and with ``optimizer`` the optimizer's) state from ``path``; returns its global step."""
     state = read(path)
     training_state.load_module_state(model.module, model.optimizer if optimizer else None, state)

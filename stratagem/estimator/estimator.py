@@ -28,6 +28,7 @@ from stratagem.checkpoint.io import atomic_write
 from stratagem.data.options import INFINITE_CARDINALITY
 from stratagem.distribute.capabilities import SchedulesSteps
 from stratagem.distribute.one_device import OneDeviceStrategy
+from stratagem.distribute.strategy import Strategy
 from stratagem.errors import ConfigurationError
 from stratagem.estimator import _checkpoints
 from stratagem.estimator._input import call_input_fn
@@ -233,11 +234,11 @@ class Estimator:
             self._local = OneDeviceStrategy()
         return self._local
 
-    def _input(self, input_fn: Callable[..., Any], mode: ModeKeys, strategy: Any) -> Any:
+    def _input(self, input_fn: Callable[..., Any], mode: ModeKeys, strategy: Strategy) -> Any:
         return strategy.distribute_datasets_from_function(
             lambda context: call_input_fn(input_fn, context, mode=mode, params=self._params, config=self._config))
 
-    def _model(self, strategy: Any, mode: ModeKeys, first_batch: Callable[[], Any]) -> Model:
+    def _model(self, strategy: Strategy, mode: ModeKeys, first_batch: Callable[[], Any]) -> Model:
         """The model bound to ``strategy`` for ``mode`` (made once per strategy and mode).
 
         Per mode: an EVAL or PREDICT model has no optimizer that steps, so a TRAIN call after

@@ -16,10 +16,13 @@ import functools
 import sys
 import threading
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from typing_extensions import override
+
+if TYPE_CHECKING:  # strategies import this module inside functions
+    from stratagem.distribute.strategy import Strategy
 
 WRITTEN_FOR = "3.15"  # Keras's release (major.minor); pyproject.toml's keras extra allows exactly this one
 
@@ -118,7 +121,7 @@ def _apply_gradients(apply_gradients: Any) -> Any:
     return wrapper
 
 
-def _refuse_remote_variables(strategy: Any) -> None:
+def _refuse_remote_variables(strategy: Strategy) -> None:
     from stratagem.distribute.capabilities import SchedulesSteps
 
     if not isinstance(strategy, SchedulesSteps):
@@ -137,7 +140,7 @@ def _refuse_remote_variables(strategy: Any) -> None:
     )
 
 
-def sum_gradients(strategy: Any, pairs: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+def sum_gradients(strategy: Strategy, pairs: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
     """``(gradient, variable)`` pairs with each gradient summed over every replica, in one all-reduce.
 
     A None gradient stays None (it must be None on every replica, as in TF).
@@ -188,7 +191,7 @@ def _metric_result(metric: Any) -> Any:
     return global_result(metric, strategy)
 
 
-def global_result(metric: Any, strategy: Any) -> Any:
+def global_result(metric: Any, strategy: Strategy) -> Any:
     """``metric.result()`` over every replica: its variables combined by their aggregation, in one all-reduce.
 
     A collective: every replica must read the metric at the same point, as TF's sync-on-read

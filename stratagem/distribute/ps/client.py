@@ -19,7 +19,7 @@ import torch
 
 from stratagem.distribute.ps import rpc, wire
 from stratagem.distribute.ps.auth import Credentials
-from stratagem.distribute.ps.partitioners import shard_rows
+from stratagem.distribute.ps.partitioners import Partitioner, shard_rows
 from stratagem.distribute.ps.server import METHODS, SERVICE
 from stratagem.errors import ParameterServerError
 
@@ -86,7 +86,7 @@ class ShardedVariables:
         >>> values, versions = variables.pull(["embedding"])  # doctest: +SKIP
     """
 
-    def __init__(self, clients: list[PSClient], partitioner: Any = None) -> None:
+    def __init__(self, clients: list[PSClient], partitioner: Partitioner | None = None) -> None:
         if not clients:
             raise ValueError("ShardedVariables needs at least one parameter server client")
         self.clients, self.partitioner = clients, partitioner

@@ -9,11 +9,14 @@ shard holds: contiguous, as equal as possible, the first shards one row longer.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
 from stratagem.distribute.input_context import replica_slice
+
+# What ParameterServerStrategy(variable_partitioner=...) takes: (shape, dtype) -> parts per axis.
+Partitioner = Callable[[Sequence[int], torch.dtype], list[int]]
 
 
 def _row_bytes(shape: Sequence[int], dtype: torch.dtype, bytes_per_string: int) -> int:

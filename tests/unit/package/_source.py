@@ -19,8 +19,17 @@ def modules() -> Iterator[tuple[str, ast.Module]]:
 
 
 def imported_modules(tree: ast.Module) -> Iterator[str]:
-    """Every stratagem module a tree imports, at top level or inside functions."""
+    """Every stratagem module a tree imports when it runs, at top level or inside functions.
+
+    Imports under ``if TYPE_CHECKING:`` never run: they name the types of signatures (a callback's
+    ``model: Model``), which may point anywhere without making the layers depend on each other.
+    """
+    type_only = {id(inner) for node in ast.walk(tree)
+                 if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+                 for statement in node.body for inner in ast.walk(statement)}
     for node in ast.walk(tree):
+        if id(node) in type_only:
+            continue
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             # `from stratagem import x` uses stratagem.x (a submodule or one of its names).
             yield from (f"{node.module}.{alias.name}" for alias in node.names)
