@@ -6,7 +6,7 @@ optimizer (SGD, learning rate 0.01 x ranks) and timing protocol as Horovod's
 script (warm-up steps, then ``num_iters`` timings of ``num_batches_per_iter``
 steps with ``timeit``), with torch's ``DistributedDataParallel`` doing the
 gradient all-reduce (buckets overlapped with the backward pass, gradients as
-bucket views, ``--bucket-cap-mb``). Horovod's script normalizes with
+bucket views, ``--bucket-cap-mb``, no per-step buffer broadcast). Horovod's script normalizes with
 ``hvd.SyncBatchNorm`` (statistics over the global batch). torch's
 ``SyncBatchNorm`` refuses CPU tensors, and DDP refuses modules holding one on
 CPU, so ``--norm`` picks the peer's model: ``batch`` (default) is torch's
@@ -59,8 +59,10 @@ def main() -> None:
     dist.init_process_group("gloo")  # env://: the launcher's RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
     size = dist.get_world_size()
     norm_layer = GlobalBatchNorm2d if args.norm == "sync" else torch.nn.BatchNorm2d
+    # DDP's strongest setting here: gradients as bucket views, and no per-step broadcast of the batch-norm
+    # buffers (Horovod's script does not sync them per step either; with sync batch norm they agree anyway).
     model = DistributedDataParallel(getattr(models, args.model)(norm_layer=norm_layer), gradient_as_bucket_view=True,
-                                    bucket_cap_mb=args.bucket_cap_mb)
+                                    bucket_cap_mb=args.bucket_cap_mb, broadcast_buffers=False)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01 * size)
     data = torch.randn(args.batch_size, 3, 224, 224)
     target = torch.LongTensor(args.batch_size).random_() % 1000

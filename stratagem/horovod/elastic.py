@@ -214,7 +214,11 @@ def run(func: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(func)
     def wrapper(state: TorchState, *args: Any, **kwargs: Any) -> Any:
         path = os.environ.get(STATE_FILE_ENV)
-        resumed = bool(path) and os.path.exists(str(path))  # the same on every rank: the file is shared
+        resumed = bool(path) and os.path.exists(str(path))
+        if size() > 1:
+            # Rank 0's answer for every rank: on hosts that do not share its disk the file may be missing,
+            # and those ranks would skip the reset callbacks (a learning rate rescaled on some ranks only).
+            resumed = bool(broadcast_object(resumed, root_rank=0))
         if resumed and rank() == 0:
             state.restore(training_state.read(str(path), kind=StateKind.ELASTIC))
         state.sync()

@@ -132,6 +132,26 @@ def _elastic_state_agrees(hvd, rank: int) -> None:  # type: ignore[no-untyped-de
     assert state.batch == 10 and model.weight.item() == 1.0, (state.batch, model.weight.item())
 
 
+def _elastic_run_resets_every_rank(hvd, rank: int) -> bool:  # type: ignore[no-untyped-def]
+    import os
+    import tempfile
+
+    from stratagem.horovod.elastic import STATE_FILE_ENV
+
+    # Each rank's own folder, as on hosts that share no disk: only rank 0's holds the committed state.
+    with tempfile.TemporaryDirectory() as folder:
+        os.environ[STATE_FILE_ENV] = os.path.join(folder, "state.pt")
+        try:
+            state = hvd.elastic.TorchState(nn.Linear(1, 1), epoch=3)
+            state.commit()  # written by rank 0 only
+            resets: list[int] = []
+            state.register_reset_callbacks([lambda: resets.append(1)])
+            hvd.elastic.run(lambda s: None)(state)
+        finally:
+            del os.environ[STATE_FILE_ENV]
+    return resets == [1]
+
+
 def _worker(rank: int, world_size: int, batches: list) -> dict:
     import stratagem.horovod as hvd
 
@@ -142,6 +162,7 @@ def _worker(rank: int, world_size: int, batches: list) -> dict:
     joined = _check_join(hvd, rank)
     _elastic_state_agrees(hvd, rank)
     return {"join": joined, "uneven": _uneven_training(hvd, rank, batches),
+            "reset": _elastic_run_resets_every_rank(hvd, rank),
             "local": _local_outside_process_set(hvd, rank)}
 
 
@@ -149,6 +170,7 @@ def test_horovod_semantics_on_two_ranks_match_horovod() -> None:
     torch.manual_seed(1)
     batches = [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(5)]
     results = run_workers(_worker, 2, args=(batches,), timeout_s=90)
+    assert [r["reset"] for r in results] == [True, True], "a resumed run calls the reset callbacks on every rank"
     assert results[0]["join"] == {"last": 1}
     assert results[1]["join"] == {"last": 1, "averaged": [1.5, -2.5], "ints": [-4, 3], "grouped": [[1.0, 1.0]] * 2}
     # Reference: one process; steps 1-2 average both ranks' gradients, step 3 is rank 0's alone
