@@ -5,7 +5,8 @@ upgrade is checked in one file (``tests/unit/package/test_torch_internals.py`` c
 installed version against ``WRITTEN_FOR`` and exercises each name below). Sections: the
 multi-tensor kernels (optimizer rules, gradient accumulation, loss scaling); ``nn.Module``'s
 buffer registry (Keras models as torch modules); ``torch.export``'s program and archive
-(``Model.save``/``load_model``); DCP's metadata file (sharded checkpoints). What is not here:
+(``Model.save``/``load_model``); DCP's metadata file (sharded checkpoints); the elastic rendezvous's
+state pickle (``stratagem run --nnodes MIN:MAX``). What is not here:
 public torch API, and CPython's own privates (``stratagem/_python_internals.py``).
 """
 
@@ -122,3 +123,15 @@ DCP_METADATA_GLOBALS: frozenset[tuple[str, str]] = frozenset({
 def dcp_metadata_file(rank: int | None) -> str:
     """The name of DCP's metadata file in a checkpoint folder (one per rank when ``rank`` is given)."""
     return DCP_METADATA_FILE if rank is None else f"__{rank}{DCP_METADATA_FILE}"
+
+# ---------------------------------------------------------------------------------------------------------------
+# torch.distributed.elastic's rendezvous state (launcher/_rendezvous_state.py). DynamicRendezvousHandler keeps its
+# `_RendezvousState` in the store as a bare pickle (`pickle.dumps`/`pickle.loads`) whose participants are
+# `_NodeDesc`s with UTC heartbeat times; these are the (module, name) pairs such a pickle names in torch 2.13.
+# ---------------------------------------------------------------------------------------------------------------
+
+_DYNAMIC_RENDEZVOUS = "torch.distributed.elastic.rendezvous.dynamic_rendezvous"
+RENDEZVOUS_STATE_GLOBALS: frozenset[tuple[str, str]] = frozenset({
+    (_DYNAMIC_RENDEZVOUS, "_RendezvousState"), (_DYNAMIC_RENDEZVOUS, "_NodeDesc"),
+    ("datetime", "datetime"), ("datetime", "timezone"), ("datetime", "timedelta"),
+})

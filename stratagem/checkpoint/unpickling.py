@@ -31,7 +31,7 @@ from typing_extensions import override
 from stratagem._torch_internals import DCP_METADATA_GLOBALS
 from stratagem.errors import CheckpointError
 
-__all__ = ["ALLOWED_GLOBALS", "unpickle"]
+__all__ = ["ALLOWED_GLOBALS", "unpickle", "unpickle_exact"]
 
 # What a bare checkpoint pickle (DCP's .metadata) may name, each by its exact module and name: DCP's metadata
 # records, a path (the checkpoint id), shapes, and torch's dtypes and layouts (torch's names, in the torch adapter).
@@ -60,6 +60,17 @@ def unpickle(source: IO[bytes] | bytes, *, path: str) -> Any:
         raise refused(path, err) from err
 
 
+def unpickle_exact(data: bytes, *, allowed: frozenset[tuple[str, str]]) -> Any:
+    """Reads a bare pickle that may name only the (module, name) pairs in ``allowed``; runs nothing else.
+
+    For pickles that are not checkpoints (torch's elastic rendezvous state, ``launcher/_rendezvous_state``).
+
+    Raises:
+        pickle.UnpicklingError: If the bytes name anything else, or are not a pickle.
+    """
+    return _ExactUnpickler(io.BytesIO(data), allowed=allowed).load()
+
+
 def refused(path: str, err: BaseException) -> CheckpointError:
     """The ``CheckpointError`` for a checkpoint file that could not be read (unsafe, or damaged)."""
     # torch names a refused class or function "global"; other unpickling errors are damage.
@@ -79,12 +90,16 @@ class _RefusedGlobal(pickle.UnpicklingError):
 
 
 class _ExactUnpickler(pickle.Unpickler):
-    """Admits exactly the pairs of ``ALLOWED_GLOBALS``, looked up by this class, never by pickle's name lookup."""
+    """Admits exactly the pairs of ``allowed``, looked up by this class, never by pickle's name lookup."""
+
+    def __init__(self, file: IO[bytes], *, allowed: frozenset[tuple[str, str]] = ALLOWED_GLOBALS) -> None:
+        super().__init__(file)
+        self._allowed = allowed
 
     @override
     def find_class(self, module: str, name: str) -> Any:
-        if (module, name) not in ALLOWED_GLOBALS:
-            raise _RefusedGlobal(f"the file names {module}.{name}, which a checkpoint never holds")
+        if (module, name) not in self._allowed:
+            raise _RefusedGlobal(f"the pickle names {module}.{name}, which is not among the names it may hold")
         return getattr(importlib.import_module(module), name)  # name has no dots: it is one of ours
 
     @override

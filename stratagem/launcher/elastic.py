@@ -4,10 +4,11 @@ One ``stratagem run`` per host runs that host's ``-n`` workers on the
 supervisor's engine (``supervisor.start_workers`` and ``run_group``: rank
 prefixes, workers that die with it, the first failure named with its
 traceback). Which hosts are in the job, and this one's place, come from torch's
-public rendezvous (``DynamicRendezvousHandler`` over a ``C10dRendezvousBackend``)
-on a store that the first ``stratagem run`` at ``--master-addr:--master-port``
-serves, bound to that address only, its values signed with the job's secret when
-it has one (``_rendezvous.SignedStore``). A round closes 1 s after MIN hosts are
+public rendezvous (``DynamicRendezvousHandler`` over a ``C10dRendezvousBackend``
+that checks each state before torch unpickles it) on a store that the first
+``stratagem run`` at ``--master-addr:--master-port`` serves, bound to that
+address only, its values signed with the job's secret when it has one
+(``_rendezvous.SignedStore``). A round closes 1 s after MIN hosts are
 there, or at once with MAX.
 
 When a worker fails, or a host waits to join (``num_nodes_waiting``), every host
@@ -170,8 +171,9 @@ class _Membership:
     """This host's place in the job, from torch's rendezvous handler: one round per start of the workers."""
 
     def __init__(self, config: ElasticConfig, timeout_s: float) -> None:
-        from torch.distributed.elastic.rendezvous.c10d_rendezvous_backend import C10dRendezvousBackend
         from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler, RendezvousTimeout
+
+        from stratagem.launcher._rendezvous_state import CheckedC10dBackend
 
         assert config.master_port is not None, "ElasticConfig requires it"
         self._endpoint = f"{config.master_addr}:{config.master_port}"
@@ -184,7 +186,7 @@ class _Membership:
                                      last_call=datetime.timedelta(seconds=1), close=datetime.timedelta(seconds=10))
         # A dead host is noticed after 3 missed 1 s heartbeats.
         self._handler: RendezvousHandler = DynamicRendezvousHandler.from_backend(
-            run_id, self._store, C10dRendezvousBackend(self._store, run_id), config.min_nodes, config.max_nodes,
+            run_id, self._store, CheckedC10dBackend(self._store, run_id), config.min_nodes, config.max_nodes,
             local_addr=_local_address(config.master_addr), timeout=timeouts, keep_alive_interval=1,
             keep_alive_max_attempt=3)
         self._round_store: dist.Store | None = None
@@ -254,11 +256,11 @@ class _Membership:
 
     def explain(self, err: BaseException) -> str:
         """One line for a rendezvous error: what happened and what to check."""
-        from torch.distributed.elastic.rendezvous import RendezvousTimeoutError
+        from torch.distributed.elastic.rendezvous import RendezvousStateError, RendezvousTimeoutError
 
         forged = err.__cause__ if isinstance(err.__cause__, ConfigurationError) else None
-        if forged is not None:
-            return str(forged)
+        if forged is not None or isinstance(err, RendezvousStateError):
+            return str(forged or err)
         if isinstance(err, RendezvousTimeoutError):
             return (f"the hosts did not meet at {self._endpoint} within {self._timeout_s:g}s: fewer than --nnodes MIN "
                     "joined. Start `stratagem run` with the same --nnodes, --master-addr and --master-port on the "
