@@ -22,14 +22,19 @@ TORCH_PIN := torch==2.13.0
 demo: .venv/.stamp
 	cd "$$(mktemp -d)" && $(CURDIR)/.venv/bin/stratagem run -n 2 $(CURDIR)/examples/seeds/practical_mnist.py
 
-# Two pytest-xdist workers on the 2 cores (the multi-process tests wait on sockets and timers a good part
-# of their time), a file at a time each. A file over 60 s beside the other worker is timed again alone
-# (a neighbour can double a file's time); it fails the target only if it takes over 60 s alone too.
-# Every file's wall and CPU seconds (its process tree's) go to .venv/test-file-times.json.
+# Three pytest-xdist workers on the 2 cores, a file at a time each: the multi-process tests wait on sockets, timers,
+# grace periods and back-offs a good part of their time (with two workers the cores were idle ~40% of the run), and
+# the type check runs beside them (its ~30 s of one core, cold, fit in those gaps); the target fails if either does.
+# A file over 60 s beside the other workers is timed again alone (neighbours can double a file's time); it fails
+# the target only if it takes over 60 s alone too. Every file's wall and CPU seconds (its process tree's) go to
+# .venv/test-file-times.json.
 SLOW_FILES := .venv/slow-test-files
-test: .venv/.stamp lint
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --max-file-seconds=60 \
-		--slow-files-to=$(SLOW_FILES) --file-times-to=.venv/test-file-times.json tests
+test: .venv/.stamp
+	$(MAKE) --no-print-directory lint > .venv/lint.log 2>&1 & lint=$$!; \
+	$(PY) -m pytest -q -p no:cacheprovider -n 3 --dist loadfile --no-loadscope-reorder --max-file-seconds=60 \
+		--slow-files-to=$(SLOW_FILES) --file-times-to=.venv/test-file-times.json tests; tests=$$?; \
+	wait $$lint; lint=$$?; cat .venv/lint.log; \
+	if [ $$tests -ne 0 ] || [ $$lint -ne 0 ]; then exit 1; fi
 	if [ -s $(SLOW_FILES) ]; then $(PY) -m pytest -q -p no:cacheprovider --max-file-seconds=60 $$(cat $(SLOW_FILES)); fi
 
 # Every benchmark runs even if an earlier one misses a goal; the target fails if any did.
@@ -37,7 +42,7 @@ bench: .venv/.stamp
 	$(PY) bench/bench_fit.py; fit=$$?; $(PY) bench/bench_data.py; data=$$?; $(PY) bench/bench_ps.py; ps=$$?; $(PY) bench/bench_scaling.py; scaling=$$?; $(PY) bench/bench_keras.py; keras=$$?; $(PY) bench/bench_tfrecord.py; tfrecord=$$?; $(PY) bench/bench_horovod_synthetic.py $(HOROVOD_SYNTHETIC_BENCHMARK); hvd=$$?; exit $$((fit || data || ps || scaling || keras || tfrecord || hvd))
 
 # Type-checks the package (STYLE section 9); mypy, pinned (each release flags other things), is installed on
-# first use. Its cache lives in .venv: about 30 s cold, 1-3 s after a small change (make test runs it first).
+# first use. Its cache lives in .venv: about 30 s cold, 1-3 s after a small change (make test runs it beside pytest).
 MYPY_VERSION := 2.4.1
 lint: .venv/.stamp
 	$(PY) -m mypy --version 2>/dev/null | grep -q "^mypy $(MYPY_VERSION) " || $(PIP) install "mypy==$(MYPY_VERSION)" 2>&1 | grep -v "is ignored: it is neither" || true

@@ -2,13 +2,14 @@
 
 Also the per-file time guard of ``make test`` (``--max-file-seconds``): the suite's
 time budget is kept file by file, so one slow file is named the day it appears.
-And, under pytest-xdist (``make test`` runs ``-n 2 --dist loadfile``), the order
+And, under pytest-xdist (``make test`` runs ``-n 3 --dist loadfile``), the order
 files are handed out in: process-starting tiers first (e2e, then dist), so the
 longest files do not start last and leave one worker running alone at the end.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from collections import defaultdict
@@ -49,6 +50,13 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if hasattr(config, "workerinput"):  # an xdist worker: every worker sorts alike, so collections still match
         items.sort(key=_tier)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # NOTE: collection imported torch, Keras and every test module; their objects live as long as the session.
+    # Frozen, the collector's full passes during the tests traverse only what the tests made (measured: the unit
+    # tier's CPU time 66.8 -> 63.1 s on two xdist workers).
+    gc.freeze()
 
 
 def _tier(item: pytest.Item) -> int:
