@@ -7,6 +7,10 @@
   middle of training) trains and both processes exit 0 (they aborted at exit).
 - ``ParameterServerStrategy`` fit on a ``stratagem.data`` Dataset with "accuracy"
   trains (it failed in the metric).
+- Seed 004's Estimator snippet, ``RunConfig(train_distribute=...)`` without
+  ``model_dir``, trains and evaluates on 2 replicas (rank 1's evaluate found no
+  checkpoint: each replica had its own temporary ``model_dir``). run_workers'
+  processes given a job secret, as ``stratagem run`` gives one.
 
 The first two start each rank as its own interpreter (``stratagem run``): an abort
 at interpreter exit is only seen there, not in run_workers' forked workers, which
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,8 +30,10 @@ import numpy as np
 import pytest
 import torch
 
+from stratagem.testing import run_workers
 from stratagem.testing.ps_cluster import LocalPSCluster
-from tests.dist._keras_models import train_seed_cnn  # imports Keras here, before a test watches os.environ
+from tests.dist._keras_models import images, train_seed_cnn  # imports Keras here, before a test watches os.environ
+from tests.e2e._seed_examples import EXAMPLES, keras_home  # noqa: F401 (fixture: the digits as Keras's mnist.npz)
 
 pytestmark = pytest.mark.dist
 SCRIPTS = Path(__file__).parent / "seed_scripts"
@@ -45,10 +52,10 @@ def test_parameter_server_fit_on_a_dataset_with_accuracy_trains(tmp_path: Path) 
     assert history["accuracy"][-1] > 0.7, history  # four classes: chance is 0.25
 
 
-def _launch_two(script: str, out: Path) -> str:
+def _launch_two(script: str | Path, out: Path, env: dict[str, str] | None = None) -> str:
     """``stratagem run -n 2 script out``; asserts it and both ranks exit 0 and nothing aborted; returns the output."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-               STRATAGEM_TIMEOUT_S="60")
+               STRATAGEM_TIMEOUT_S="60", **(env or {}))
     proc = subprocess.run([sys.executable, "-m", "stratagem.launcher.cli", "run", "-n", "2", str(SCRIPTS / script),
                            str(out)], cwd=out, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=100)
@@ -69,3 +76,48 @@ def test_keras_model_under_sharded_strategy_matches_one_replica_and_exits_0(tmp_
         torch.testing.assert_close(sharded[name], expected, rtol=1e-5, atol=1e-5, msg=name)
     assert history["accuracy"][-1] > 0.2  # it trained (it stayed at chance, loss 2.30, before)
     assert history["moving_mean_max"] > 0.0  # BatchNormalization's statistics moved under the sharded call
+
+
+@pytest.mark.timeout(150)
+def test_seed_000_mirrored_snippet_whose_input_runs_out_exits_0(keras_home: Path, tmp_path: Path) -> None:
+    # The seed's own file, whole: parallel map + prefetch, repeat(10) of 512-row global batches for 10 epochs of
+    # len(x) // 256 steps, so the input runs out in epoch 6 (Keras warns). Both ranks aborted at exit (exit 134).
+    output = _launch_two(EXAMPLES / "seed000_mirrored.py", tmp_path, env={"KERAS_HOME": str(keras_home)})
+    epoch_6 = output.index("[rank 0] Epoch 6/10")
+    for rank in (0, 1):  # in epoch 6, on both ranks
+        assert re.search(rf"\[rank {rank}\] \S+ UserWarning: Your input ran out of data", output[epoch_6:]), \
+            output[-3000:]
+
+
+def _worker_seed_004_without_model_dir(rank: int, world_size: int) -> dict:
+    import stratagem.tf as tf
+
+    x, y = images(64)
+    tf.keras.utils.set_random_seed(0)
+    inputs = tf.keras.Input(shape=(28, 28, 1))
+    hidden = tf.keras.layers.Conv2D(filters=4, kernel_size=(3, 3), activation=tf.nn.relu)(inputs)
+    outputs = tf.keras.layers.Dense(10, activation=tf.nn.softmax)(tf.keras.layers.Flatten()(hidden))
+    model = tf.keras.Model(inputs=inputs, outputs=outputs)
+    model.compile(loss="categorical_crossentropy", optimizer=tf.train.AdamOptimizer(learning_rate=0.001),
+                  metrics=["accuracy"])
+    strategy = tf.contrib.distribute.MirroredStrategy(num_gpus=2)
+    config = tf.estimator.RunConfig(train_distribute=strategy)  # the seed's line: no model_dir
+    estimator = tf.keras.estimator.model_to_estimator(model, config=config)
+    labels = tf.keras.utils.to_categorical(y, 10).astype(np.float32)
+
+    def input_fn(epochs: int) -> object:
+        return tf.data.Dataset.from_tensor_slices((x, labels)).repeat(epochs).batch(8)
+
+    estimator.train(input_fn=lambda: input_fn(10), steps=4)
+    return {"model_dir": estimator.model_dir, "results": estimator.evaluate(lambda: input_fn(1))}
+
+
+@pytest.mark.timeout(120)
+def test_seed_004_estimator_without_model_dir_trains_and_evaluates_on_two_replicas() -> None:
+    results = run_workers(_worker_seed_004_without_model_dir, 2, timeout_s=100,
+                          env={"STRATAGEM_JOB_SECRET": os.urandom(16).hex()})
+    assert results[0]["model_dir"] == results[1]["model_dir"], results  # the chief's checkpoints reach rank 1
+    for result in results:
+        assert result["results"]["global_step"] == 4, result
+        assert 0.0 <= result["results"]["accuracy"] <= 1.0 and result["results"]["loss"] > 0, result
+    assert results[0]["results"] == results[1]["results"]
