@@ -159,3 +159,15 @@ def test_cache_keeps_ragged_and_tensor_elements_as_they_are() -> None:
     assert all(isinstance(e["t"], torch.Tensor) for e in again)
     assert [e["t"].tolist() for e in first] == [e["t"].tolist() for e in again] == [[float(i)] * 2 for i in range(5)]
     assert_checkpoint_roundtrip(tensors.batch(2))
+
+
+def test_cache_columns_populated_in_the_background_keep_every_value() -> None:
+    # 3,000 float64 images of 28x28 (19 MB) and float32 tensors (1.5 MB): the first column is over the size whose
+    # pages a background thread makes resident while the fill writes them (_column_memory.py); none may be lost.
+    rng = np.random.default_rng(3)
+    x, y = rng.integers(0, 256, size=(3000, 28, 28), dtype=np.uint8), rng.integers(0, 10, size=3000)
+    cached = Dataset.from_tensor_slices((x, y)).map(
+        lambda img, label: (img.astype(np.float64) / 255.0, torch.full((128,), float(label)))).cache()
+    images, labels = next(iter(cached.batch(3000)))
+    np.testing.assert_array_equal(images, x.astype(np.float64) / 255.0)
+    torch.testing.assert_close(labels, torch.tensor(y, dtype=torch.float32)[:, None].expand(3000, 128), rtol=0, atol=0)
