@@ -68,8 +68,6 @@ class DataAdapter:
         # needs no collective.
         self.seed = self.source.seed if self.source.seed is not None else seed
         self.num_samples, self.batch_size = num_samples, batch_size
-        # A generator or other iterator gives one pass only; a Dataset, a list or arrays start another.
-        self.one_shot = isinstance(data, Iterator)
         self._state: dict[str, Any] | None = None
         try:
             length = len(data)  # type: ignore[arg-type]
@@ -115,15 +113,15 @@ class EpochFeeder:
 
     With ``steps_per_epoch``, a pass that runs out mid-epoch ends that epoch
     early with Keras 3's warning, and the next epoch starts a new pass (Keras 3's
-    EpochIterator; tf.keras 2 stopped training instead). Input that cannot start a
-    new pass (a generator) stops training once it is spent. Raises ``ValueError``
-    when the input yields no batch at all ("Expected input data to be
-    non-empty."): training would silently do nothing.
+    EpochIterator; tf.keras 2 stopped training instead). As in Keras 3 (3.15, torch
+    and TF backends) running out never stops ``fit``: input that cannot start a new
+    pass (a spent generator) gives each later epoch no step, and that warning again.
+    Raises ``ValueError`` when the input yields no batch at all ("Expected input
+    data to be non-empty."): training would silently do nothing.
     """
 
     def __init__(self, adapter: DataAdapter, steps_per_epoch: int | None, *, epochs: int) -> None:
         self.adapter, self.steps, self.epochs = adapter, steps_per_epoch, epochs
-        self.exhausted = False
         self._seen_data = False  # a batch came, or a backup's position (taken after one) was restored
         self._passes = 0
         self._stream: Iterator[Batch] | None = None
@@ -174,11 +172,8 @@ class EpochFeeder:
             "generate at least `steps_per_epoch * epochs` batches. You may need to use the `.repeat()` function "
             "when building your dataset.", stacklevel=2,
         )
-        if first_of_epoch or self.adapter.one_shot:
-            self.exhausted = True  # no new pass can come (a spent generator): training stops after this epoch
-        else:
-            self._stream = None  # this epoch ends early; the next one starts a new, reshuffled pass
-            self._passes += 1
+        self._stream = None  # this epoch ends early; the next one starts a new, reshuffled pass
+        self._passes += 1
         return None
 
     def _new_pass(self) -> Batch | None:

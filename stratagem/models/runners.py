@@ -157,8 +157,6 @@ class LocalRunner:
             if model.stop_training and self._may_stop_now():
                 break
         model.input_wait_fraction = timer.wait_fraction()
-        if self.feeder.exhausted:
-            model.stop_training = True  # every replica reads the same global batches: all see the end
 
     def epoch_logs(self, validate: Validate | None) -> Logs:
         logs = self.model.get_metrics_result()  # one all-reduce of every metric's state

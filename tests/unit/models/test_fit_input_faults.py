@@ -60,12 +60,26 @@ def test_steps_per_epoch_beyond_array_data_ends_each_epoch_early_with_keras_3_wa
     assert np.isfinite(history.history["loss"]).all()
 
 
-def test_spent_generator_with_steps_per_epoch_stops_training() -> None:
+def test_spent_generator_with_steps_per_epoch_runs_every_epoch_as_keras_3() -> None:
+    # Keras 3.15 (torch backend, and TF 2.21's tf.keras): running out never stops fit. Each epoch that
+    # finds the input spent warns and ends; History holds every epoch (a loss only where steps ran).
     x, y = _data(12)
     batches = ((x[i:i + 4], y[i:i + 4]) for i in range(0, 12, 4))  # one pass only: it cannot start another
-    with pytest.warns(UserWarning, match="ran out of data"):
-        history = _compiled().fit(batches, epochs=5, steps_per_epoch=2, verbose=0)
-    assert history.epoch == [0, 1]  # 2 steps, then 1 step and out: a generator has no second pass
+    steps: list[int] = []
+
+    class Count(Callback):
+        def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+            steps.append(0)
+
+        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+            steps[-1] += 1
+
+    model = _compiled()
+    with pytest.warns(UserWarning, match="Your input ran out of data; interrupting training") as caught:
+        history = model.fit(batches, epochs=5, steps_per_epoch=2, callbacks=[Count()], verbose=0)
+    assert history.epoch == [0, 1, 2, 3, 4] and steps == [2, 1, 0, 0, 0]
+    assert sum("ran out of data" in str(w.message) for w in caught) == 4  # epochs 1 to 4
+    assert len(history.history["loss"]) == 2 and model.stop_training is False
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int64])
