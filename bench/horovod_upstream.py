@@ -9,9 +9,10 @@ rank of its own job (CPU, gloo), with a deadline, and each rank reports its
 outcome. The shim also stands in for the few things Horovod's test helpers
 import that are not Horovod's API: ``horovod.runner.util.threads.in_thread``,
 ``mock`` (the standard library's ``unittest.mock``), ``cloudpickle`` (refused
-if called: nothing here unpickles) and ``inspect.getargspec`` (removed in
+if called: nothing here unpickles), ``inspect.getargspec`` (removed in
 Python 3.11; the test file predates that, and ``getfullargspec`` has the same
-``args``). With ``--hide-muon`` it also hides ``torch.optim.Muon`` (torch 2.13 has it),
+``args``) and ``hvd.sycl_built()`` (False: Intel's fork of Horovod asks it in its
+XPU skips; stratagem.horovod, like Horovod, has no such function). With ``--hide-muon`` it also hides ``torch.optim.Muon`` (torch 2.13 has it),
 which refuses 1-D parameters, from the tests that build every optimizer.
 
 Usage:
@@ -39,8 +40,21 @@ _SHIM = {
     "horovod/__init__.py": """
         # The runner's shim: Horovod's module names, stratagem.horovod's behaviour.
         import sys
-        import stratagem.horovod as torch
-        sys.modules[__name__ + ".torch"] = torch
+        import types
+
+        import stratagem.horovod as _hvd
+
+
+        class _Torch(types.ModuleType):
+            def __getattr__(self, name):
+                return getattr(_hvd, name)
+
+
+        torch = _Torch(__name__ + ".torch", _hvd.__doc__)
+        # Intel's fork of Horovod (intel/intel-optimization-for-horovod, whose newer test_torch.py we run)
+        # adds hvd.sycl_built() (built with SYCL for Intel GPUs) and asks it in its XPU skips; Horovod has none.
+        torch.sycl_built = lambda: False
+        sys.modules[torch.__name__] = torch
     """,
     "horovod/runner/__init__.py": "",
     "horovod/runner/util/__init__.py": "",

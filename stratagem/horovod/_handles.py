@@ -3,7 +3,10 @@
 An ``_async`` operation starts its torch collective(s) and registers the
 ``Work`` objects with a ``finish`` function that turns the buffers into the
 result once they are done. A handle is complete when every one of its works
-is, so ``poll`` answers False while data is still moving.
+is, so ``poll`` answers False while data is still moving. A named operation
+that other ranks have not issued yet is deferred (``_negotiation``): its
+handle starts empty, ``poll`` answers False, and ``synchronize`` asks the
+other ranks round by round until they issue it.
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+import torch.distributed as dist
+
 from stratagem.distribute import collectives as torch_collectives
-from stratagem.horovod import basics
+from stratagem.horovod import _negotiation, basics
 from stratagem.horovod.exceptions import HorovodInternalError
 
 __all__ = ["poll", "synchronize"]
@@ -27,6 +32,10 @@ class _Pending:
     name: str | None
     works: Sequence[Any]  # torch Work objects of the collectives started; empty when nothing had to be sent
     finish: Callable[[], Any]  # turns the collective's buffers into the result, after the waits
+    # A deferred operation: not started until every rank has issued it; (group, members) it waits on.
+    deferred: tuple[dist.ProcessGroup | None, int] | None = None
+    error: Exception | None = None  # refused when the other ranks issued it (raised by synchronize)
+    begin: Callable[..., None] | None = None  # what the deferred call runs when they do
 
 
 # NOTE: Horovod hands out integer handles; they index this per-process table until synchronize.
@@ -52,9 +61,47 @@ def register(operation: str, works: Sequence[Any], finish: Callable[[], Any], na
     return handle
 
 
+def start_named(operation: str, name: str | None, call: _negotiation.Call, group: dist.ProcessGroup | None,
+                members: int, start: Callable[[list[_negotiation.Call]], tuple[Sequence[Any], Callable[[], Any]]]) -> int:
+    """Checks ``call`` with the other ranks, starts it with ``start(calls)`` and returns its handle.
+
+    A named call (``call.deferrable``) that the other ranks have not issued
+    yet is deferred: its handle starts empty and ``start`` runs when they do.
+    """
+    handle = register(operation, [], lambda: None, name)
+    pending = _pending[handle]
+
+    def begin(calls: list[_negotiation.Call] | HorovodInternalError) -> None:
+        pending.deferred = None
+        if isinstance(calls, HorovodInternalError):
+            pending.error = calls
+            return
+        try:
+            works, pending.finish = start(calls)
+        except Exception as error:  # refused before any data moved, alike on every rank: raised by synchronize
+            pending.error = error
+            return
+        pending.works = [w for w in works if w is not None]
+
+    try:
+        calls = _negotiation.negotiate(call, group, members, begin) if members > 1 else [call]
+    except BaseException:
+        del _pending[handle]
+        raise
+    if calls is None:
+        pending.deferred, pending.begin = (group, members), begin
+    else:
+        begin(calls)
+        if pending.error is not None:
+            del _pending[handle]
+            raise pending.error
+    return handle
+
+
 def poll(handle: int) -> bool:
     """Whether the operation behind ``handle`` has finished, so ``synchronize`` would not wait."""
-    return all(work.is_completed() for work in _lookup(handle).works)
+    pending = _lookup(handle)
+    return pending.deferred is None and all(work.is_completed() for work in pending.works)
 
 
 def synchronize(handle: int) -> Any:
@@ -65,7 +112,16 @@ def synchronize(handle: int) -> Any:
         HorovodInternalError: If the collective failed (a peer closed its connection, say).
     """
     pending = _lookup(handle)
+    while pending.deferred is not None:  # ask the other ranks until they issue it (or none can go on)
+        try:
+            _negotiation.wait_round(*pending.deferred)
+        except BaseException:
+            del _pending[handle]
+            _negotiation.forget_deferred(pending.begin)
+            raise
     del _pending[handle]
+    if pending.error is not None:
+        raise pending.error
     if pending.works:
         timeout_s = basics.timeout_s()
         with _internal_errors(), torch_collectives.collective_errors(pending.operation, timeout_s=timeout_s):
@@ -89,6 +145,7 @@ class _internal_errors:
 def clear() -> None:
     """Forgets every pending handle (their group is being left)."""
     _pending.clear()
+    _negotiation.forget_deferred()
 
 
 def _lookup(handle: int) -> _Pending:

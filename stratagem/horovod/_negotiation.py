@@ -4,11 +4,21 @@ Horovod's coordinator compares every operation across ranks (type, dtype,
 shape, root, reduction) before any data moves, so a mismatch is an error on
 every rank. torch.distributed has no coordinator: gloo, handed buffers of
 different sizes, aborts the process. So before each data collective the ranks
-all-gather a fixed-size record of their call (one int64 tensor of 24
-entries) and all raise ``HorovodInternalError`` if the records disagree;
+all-gather a fixed-size record of their call (one int64 tensor of 125
+entries: the call, and up to 4 deferred calls) and all raise ``HorovodInternalError`` if the records disagree;
 nothing is sent. The same record carries ``hvd.join``: a rank inside
 ``join`` answers each record with JOIN, takes part in the others'
 all-reduces with zeros, and leaves when every rank has joined.
+
+Horovod matches operations by name, so a named ``_async`` operation may be
+issued on one rank before another rank has reached it while both go on with
+other collectives (Horovod's own tests issue one, a barrier, then the other
+rank's). Such a call is deferrable: when the other ranks are at a different
+call, it waits in this rank's deferred list (carried in every later record)
+and the program goes on; as soon as every rank has issued that name, each
+starts it in the same round. Unnamed and blocking calls keep matching by call
+order, and ranks that all wait on calls nobody else will make raise instead
+of hanging.
 
 What goes on the wire is decided here too: gloo has no 16-bit integers, so
 those travel widened (exact) and are cast back.
@@ -19,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import weakref
+import zlib
 from collections.abc import Callable
 
 import torch
@@ -28,13 +39,15 @@ from stratagem.distribute import collectives as torch_collectives
 from stratagem.horovod import basics
 from stratagem.horovod.exceptions import HorovodInternalError
 
-_RECORD_LENGTH = 24
+_RECORD_LENGTH = 25  # one call: kind, dtype, ndim, 16 dims, root, op, wire_op, first_join, name, deferrable
 _MAX_NDIM = 16
+_MAX_DEFERRED = 4  # deferred calls a record carries beside the current one
 
 
 class Kind(enum.IntEnum):
     """The collective a record describes."""
 
+    NONE = 0  # an empty deferred slot
     ALLREDUCE = 1
     ALLGATHER = 2
     BROADCAST = 3
@@ -43,6 +56,7 @@ class Kind(enum.IntEnum):
     BARRIER = 6
     JOIN = 7
     GRADIENTS = 8  # a DistributedOptimizer's all-reduces of one step, checked once: shape = (count, checksum)
+    WAIT = 9  # synchronize() of a deferred call: one round, in which other ranks may issue it
 
 
 # Index in this list is a dtype's code in the record; append only.
@@ -75,6 +89,25 @@ class Call:
     op: int = -1  # the Horovod reduction (index of ops.ReduceOp), compared across ranks
     wire_op: int = 0  # index in WIRE_OPS of the torch reduction that runs
     first_join: bool = False  # a JOIN record of a rank's first round inside join()
+    name: int = -1  # crc32 of the operation's name (-1: none)
+    deferrable: bool = False  # a named _async call: it may wait until the other ranks issue its name
+
+
+def name_code(name: str | None) -> int:
+    """A name as the record carries it."""
+    return -1 if name is None else zlib.crc32(name.encode())
+
+
+@dataclasses.dataclass
+class _Deferred:
+    call: Call
+    group: dist.ProcessGroup | None
+    # Starts the data collective with every member's record once all have issued the call, or takes the error.
+    start: Callable[[list[Call] | HorovodInternalError], None]
+
+
+# This rank's deferrable calls that the other ranks had not issued yet, oldest first.
+_deferred: list[_Deferred] = []
 
 
 def wire_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -85,23 +118,98 @@ def wire_dtype(dtype: torch.dtype) -> torch.dtype:
     return _WIDER.get(dtype, dtype)
 
 
-def negotiate(call: Call, group: dist.ProcessGroup | None, members: int) -> list[Call]:
+def negotiate(call: Call, group: dist.ProcessGroup | None, members: int,
+              start: Callable[[list[Call] | HorovodInternalError], None] | None = None) -> list[Call] | None:
     """All-gathers every member's ``call`` and checks that they agree; returns the calls in member order.
+
+    With ``start`` and a deferrable ``call``: if the other members are at
+    other calls, ``call`` is deferred (``start`` runs in a later round, when
+    every member has issued it) and ``None`` is returned. Deferred calls of
+    this rank that every member has issued start here, in the same round on
+    every member. A ``WAIT`` call returns after one round.
 
     Raises:
         HorovodInternalError: On every member, if the calls disagree, or if a
             rank has joined and ``call`` is not an all-reduce (Horovod refuses those too).
     """
-    calls = _exchange(call, group, members)
-    active = [(index, c) for index, c in enumerate(calls) if c.kind is not Kind.JOIN]
-    problem = disagreement(active)
-    if problem is None and len(active) < members and call.kind not in (Kind.ALLREDUCE, Kind.GRADIENTS):
-        joined = [index for index, c in enumerate(calls) if c.kind is Kind.JOIN]
-        problem = (f"{call.kind.name.lower()} is not supported while ranks have called hvd.join() (as in "
-                   f"Horovod): only all-reduces continue with zeros from joined ranks. Received: joined ranks={joined}")
-    if problem is not None:
-        raise HorovodInternalError(f"[rank {basics.rank()}] {problem}")
-    return calls
+    while True:
+        rounds = _exchange(call, group, members)
+        calls = [current for current, _ in rounds]
+        matched = _issued_everywhere(rounds)
+        if matched is not None:
+            records = [next(c for c in (current, *deferred) if (c.kind, c.name) == matched)
+                       for current, deferred in rounds]
+            problem = disagreement(list(enumerate(records)))
+            error = None if problem is None else HorovodInternalError(f"[rank {basics.rank()}] {problem}")
+            mine = next((d for d in _deferred if d.group is group and (d.call.kind, d.call.name) == matched), None)
+            if mine is not None:  # this rank issued it earlier: start it now, as the others do
+                _deferred.remove(mine)
+                mine.start(records if error is None else error)
+            elif error is not None:
+                raise error
+            else:  # it is this rank's current call
+                return records
+            if call.kind is Kind.WAIT:
+                return None
+            continue
+        active = [(index, c) for index, c in enumerate(calls) if c.kind is not Kind.JOIN]
+        crowded = [index for index, (c, deferred) in enumerate(rounds) if c.deferrable and len(deferred) == _MAX_DEFERRED]
+        if _waits_for_names(active) and crowded:
+            raise HorovodInternalError(
+                f"[rank {basics.rank()}] Ranks {crowded} have {_MAX_DEFERRED} named _async operations waiting for "
+                "other ranks to issue them already, the most a rank may have. Synchronize some first, or issue "
+                "them in the same order on every rank.")
+        if _waits_for_names(active):
+            # Calls of different names: the deferrable ones wait for their names, the others ask again.
+            if call.deferrable and start is not None:
+                _deferred.append(_Deferred(call, group, start))
+                return None
+            continue
+        problem = disagreement(active)
+        if problem is None and len(active) < members and call.kind not in (Kind.ALLREDUCE, Kind.GRADIENTS):
+            joined = [index for index, c in enumerate(calls) if c.kind is Kind.JOIN]
+            problem = (f"{call.kind.name.lower()} is not supported while ranks have called hvd.join() (as in "
+                       f"Horovod): only all-reduces continue with zeros from joined ranks. Received: joined "
+                       f"ranks={joined}")
+        if problem is None and call.kind is Kind.WAIT:
+            pending = {index: [d.kind.name.lower() for d in deferred] for index, (_, deferred) in enumerate(rounds)}
+            problem = ("Every rank is waiting for named operations that no other rank has issued, so none can "
+                       "complete. Issue the same names on every rank. Received: waiting operations by rank="
+                       f"{pending}")
+        if problem is not None:
+            raise HorovodInternalError(f"[rank {basics.rank()}] {problem}")
+        return calls
+
+
+def _waits_for_names(active: list[tuple[int, Call]]) -> bool:
+    """Whether the ranks are at different calls and some may wait for their names (so nothing runs this round)."""
+    keys = {(c.kind, c.name if c.deferrable else -1) for _, c in active}
+    return len(keys) > 1 and any(c.deferrable for _, c in active)
+
+
+def _issued_everywhere(rounds: list[tuple[Call, list[Call]]]) -> tuple[Kind, int] | None:
+    """A deferred call that every member has issued (deferred, or as its current call), in the same order everywhere."""
+    for _, deferred in rounds:
+        for candidate in deferred:
+            key = (candidate.kind, candidate.name)
+            if all(any(c.deferrable and (c.kind, c.name) == key for c in (current, *others))
+                   for current, others in rounds):
+                return key
+    return None
+
+
+def wait_round(group: dist.ProcessGroup | None, members: int) -> None:
+    """One round of ``synchronize`` on a deferred call: the other ranks may issue it now.
+
+    Raises:
+        HorovodInternalError: On every member, if no member can make progress.
+    """
+    negotiate(Call(Kind.WAIT), group, members)
+
+
+def forget_deferred(start: Callable[..., None] | None = None) -> None:
+    """Drops this rank's deferred calls (their group is being left), or the one that would run ``start``."""
+    _deferred[:] = [d for d in _deferred if start is not None and d.start is not start]
 
 
 def disagreement(calls: list[tuple[int, Call]]) -> str | None:
@@ -138,15 +246,18 @@ def join() -> int:
     """
     size, first = basics.size(), True
     while True:
-        calls = _exchange(Call(Kind.JOIN, first_join=first), None, size)
+        calls = [current for current, _ in _exchange(Call(Kind.JOIN, first_join=first), None, size)]
         first = False
         active = [(rank, c) for rank, c in enumerate(calls) if c.kind is not Kind.JOIN]
         if not active:
             return max((rank for rank, c in enumerate(calls) if c.first_join), default=size - 1)
-        # The running ranks check their calls themselves and raise on a mismatch or a refused kind: nothing moves.
-        if disagreement(active) is None and active[0][1].kind is Kind.ALLREDUCE:
+        # The running ranks check their calls themselves and raise on a mismatch or a refused kind, or
+        # defer calls of different names: nothing moves.
+        if _waits_for_names(active) or disagreement(active) is not None:
+            continue
+        if active[0][1].kind is Kind.ALLREDUCE:
             _stand_in_allreduce(active[0][1])
-        elif disagreement(active) is None and active[0][1].kind is Kind.GRADIENTS:
+        elif active[0][1].kind is Kind.GRADIENTS:
             _stand_in_gradients(active[0][1])
 
 
@@ -169,25 +280,33 @@ def _stand_in_allreduce(call: Call) -> None:
         dist.all_reduce(zeros, op=WIRE_OPS[call.wire_op])
 
 
-def _exchange(call: Call, group: dist.ProcessGroup | None, members: int) -> list[Call]:
-    records = [torch.empty(_RECORD_LENGTH, dtype=torch.int64) for _ in range(members)]
+def _exchange(call: Call, group: dist.ProcessGroup | None, members: int) -> list[tuple[Call, list[Call]]]:
+    """Every member's current call and its deferred calls on ``group``, in member order."""
+    values = [v for d in _deferred if d.group is group for v in _encode(d.call)]
+    mine = torch.tensor(_encode(call) + values + [0] * (_MAX_DEFERRED * _RECORD_LENGTH - len(values)),
+                        dtype=torch.int64)
+    records = [torch.empty_like(mine) for _ in range(members)]
     with torch_collectives.collective_errors(call.kind.name.lower(), timeout_s=basics.timeout_s()):
-        dist.all_gather(records, _encode(call), group=group)
-    return [_decode(record) for record in records]
+        dist.all_gather(records, mine, group=group)
+    rounds = []
+    for record in records:
+        values = record.tolist()
+        current, *others = [values[i : i + _RECORD_LENGTH] for i in range(0, len(values), _RECORD_LENGTH)]
+        rounds.append((_decode(current), [_decode(c) for c in others if c[0] != Kind.NONE]))
+    return rounds
 
 
-def _encode(call: Call) -> torch.Tensor:
+def _encode(call: Call) -> list[int]:
     if len(call.shape) > _MAX_NDIM:
         raise ValueError(f"At most {_MAX_NDIM} dimensions are supported. Received: ndim={len(call.shape)}")
     record = [int(call.kind), _DTYPES.index(call.dtype) if call.dtype is not None else -1, len(call.shape),
               *call.shape, *([0] * (_MAX_NDIM - len(call.shape))), call.root, call.op, call.wire_op,
-              int(call.first_join)]
-    return torch.tensor(record + [0] * (_RECORD_LENGTH - len(record)), dtype=torch.int64)
+              int(call.first_join), call.name, int(call.deferrable)]
+    return record
 
 
-def _decode(record: torch.Tensor) -> Call:
-    values = record.tolist()
+def _decode(values: list[int]) -> Call:
     ndim = values[2]
-    root, op, wire_op, first_join = values[3 + _MAX_NDIM : 7 + _MAX_NDIM]
+    root, op, wire_op, first_join, name, deferrable = values[3 + _MAX_NDIM : 9 + _MAX_NDIM]
     return Call(Kind(values[0]), _DTYPES[values[1]] if values[1] >= 0 else None, tuple(values[3 : 3 + ndim]),
-                root, op, wire_op, bool(first_join))
+                root, op, wire_op, bool(first_join), name, bool(deferrable))

@@ -126,8 +126,32 @@ def grouped_allgather_async(tensors: Sequence[torch.Tensor], name: str | None = 
 
 def grouped_allgather(tensors: Sequence[torch.Tensor], name: str | None = None,
                       process_set: ProcessSet = global_process_set) -> list[torch.Tensor]:
-    """Concatenates every rank's tensors, each along axis 0 in rank order (Horovod's ``grouped_allgather``)."""
+    """Concatenates every rank's tensors, each along axis 0 in rank order (Horovod's ``grouped_allgather``).
+
+    Differentiable, as ``allgather``: each tensor's gradient is its rows of the
+    ranks' averaged gradients, all of them in one grouped all-reduce.
+    """
+    tensors = _check_tensors("grouped_allgather", tensors)
+    if any(t.requires_grad for t in tensors):
+        return list(_DifferentiableGroupedAllgather.apply(process_set, *tensors))
     return synchronize(grouped_allgather_async(tensors, name, process_set))
+
+
+class _DifferentiableGroupedAllgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, process_set: ProcessSet, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        ctx.rows, ctx.process_set = [t.shape[0] if t.dim() else 1 for t in tensors], process_set
+        return tuple(synchronize(grouped_allgather_async(list(tensors), None, process_set)))
+
+    @staticmethod
+    def backward(ctx: Any, *grad_outputs: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        # Horovod's rule: average the gathered gradients over the ranks, keep the rows this rank sent.
+        reduced = grouped_allreduce([g.contiguous() for g in grad_outputs], op=ops.Average,
+                                    process_set=ctx.process_set)
+        # Every rank's row count of every tensor, in one all-gather: (members, tensors).
+        rows = ops.allgather(torch.tensor([ctx.rows]), process_set=ctx.process_set)
+        offsets = rows[: ctx.process_set.rank()].sum(dim=0).tolist()
+        return (None, *(r[o : o + n] for r, o, n in zip(reduced, offsets, ctx.rows)))
 
 
 def grouped_reducescatter_async(tensors: Sequence[torch.Tensor], name: str | None = None,
@@ -154,9 +178,31 @@ def grouped_reducescatter(tensors: Sequence[torch.Tensor], name: str | None = No
                           compression: type[Compressor] = Compression.none, op: ReduceOp | str = ops.Average,
                           process_set: ProcessSet = global_process_set, prescale_factor: float = 1.0,
                           postscale_factor: float = 1.0) -> list[torch.Tensor]:
-    """Reduces each tensor over the processes and returns this rank's share of each (Horovod's split)."""
-    return synchronize(grouped_reducescatter_async(tensors, name, compression, op, process_set, prescale_factor,
-                                                   postscale_factor))
+    """Reduces each tensor over the processes and returns this rank's share of each (Horovod's split).
+
+    Differentiable for ``Sum`` and ``Average``, as ``reducescatter``: each
+    gradient is the all-gather of the shares' gradients (times the process
+    count for ``Sum``), all of them under one grouped all-gather.
+    """
+    tensors = _check_tensors("grouped_reducescatter", tensors)
+    reduction = ops.resolve_op(None, op)
+    arguments = (compression, reduction, process_set, prescale_factor, postscale_factor)
+    if any(t.requires_grad for t in tensors) and reduction in (ReduceOp.SUM, ReduceOp.AVERAGE):
+        return list(_DifferentiableGroupedReducescatter.apply(arguments, *tensors))
+    return synchronize(grouped_reducescatter_async(tensors, name, *arguments))
+
+
+class _DifferentiableGroupedReducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, arguments: tuple[Any, ...], *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        _, op, ctx.process_set, prescale_factor, postscale_factor = arguments
+        ctx.factor = prescale_factor * postscale_factor * (ctx.process_set.size() if op is ReduceOp.SUM else 1)
+        return tuple(synchronize(grouped_reducescatter_async(list(tensors), None, *arguments)))
+
+    @staticmethod
+    def backward(ctx: Any, *grad_outputs: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        gathered = grouped_allgather([g.contiguous() * ctx.factor for g in grad_outputs], process_set=ctx.process_set)
+        return (None, *gathered)
 
 
 def sparse_allreduce_async(tensor: torch.Tensor, name: str | None, op: ReduceOp | str,

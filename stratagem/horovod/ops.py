@@ -9,10 +9,12 @@ Before its data moves, each operation is checked against the other ranks
 reductions raise ``HorovodInternalError`` on every rank, and a rank inside
 ``join`` stands in for the all-reduces of the others.
 
-Differences from Horovod, each for a reason given where it happens:
-collectives are matched by the order ranks call them, not by ``name`` (every
-rank must call the same collectives in the same order, as with
-torch.distributed); ``Adasum`` is not implemented. ``allreduce`` (Sum,
+Differences from Horovod, each for a reason given where it happens: calls
+without a ``name`` (and grouped, ``alltoall`` and ``barrier`` calls) are
+matched by the order ranks make them, as with torch.distributed; a named
+``allreduce``/``allgather``/``broadcast``/``reducescatter`` waits, as in
+Horovod, until every rank has issued its name (at most 4 waiting per rank;
+``_negotiation``); ``Adasum`` is not implemented. ``allreduce`` (Sum,
 Average), ``allgather``, ``broadcast``, ``alltoall`` and ``reducescatter``
 are differentiable, with Horovod's gradients.
 """
@@ -111,8 +113,7 @@ def start_allreduce(tensor: torch.Tensor, op: ReduceOp, *, prescale_factor: floa
     """
     group, members = basics.group_of(process_set), process_set.size()
     if members > 1 and not checked:
-        _negotiation.negotiate(Call(Kind.ALLREDUCE, tensor.dtype, tuple(tensor.shape), op=_OP_CODES.index(op),
-                                    wire_op=_WIRE_OP[op]), group, members)
+        _negotiation.negotiate(_reduction_call(Kind.ALLREDUCE, tensor, op), group, members)
     wire = _to_wire(tensor)
     _scale(wire, prescale_factor)
     work = (dist.all_reduce(wire, op=_negotiation.WIRE_OPS[_WIRE_OP[op]], group=group, async_op=True)
@@ -132,15 +133,27 @@ def start_allreduce(tensor: torch.Tensor, op: ReduceOp, *, prescale_factor: floa
     return [work], finish
 
 
+def _reduction_call(kind: Kind, tensor: torch.Tensor, op: ReduceOp, name: str | None = None) -> Call:
+    return Call(kind, tensor.dtype, tuple(tensor.shape), op=_OP_CODES.index(op), wire_op=_WIRE_OP[op],
+                name=_negotiation.name_code(name), deferrable=name is not None)
+
+
 def allreduce_async_(tensor: torch.Tensor, average: bool | None = None, name: str | None = None,
                      op: ReduceOp | str | None = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                      process_set: ProcessSet = global_process_set) -> int:
-    """Starts an in-place all-reduce of ``tensor``; ``synchronize(handle)`` returns ``tensor`` reduced."""
+    """Starts an in-place all-reduce of ``tensor``; ``synchronize(handle)`` returns ``tensor`` reduced.
+
+    A ``name`` matches the call across ranks, as in Horovod: if the other ranks
+    are at other calls, this one waits until they issue it (see ``_negotiation``).
+    """
     check_tensor("allreduce", tensor)
     _handles.check_name("allreduce", name)
-    works, finish = start_allreduce(tensor, resolve_op(average, op), prescale_factor=prescale_factor,
-                                    postscale_factor=postscale_factor, process_set=process_set)
-    return _handles.register("allreduce", works, finish, name)
+    reduction = resolve_op(average, op)
+    return _handles.start_named(
+        "allreduce", name, _reduction_call(Kind.ALLREDUCE, tensor, reduction, name), basics.group_of(process_set),
+        process_set.size(), lambda _: start_allreduce(tensor, reduction, prescale_factor=prescale_factor,
+                                                      postscale_factor=postscale_factor, process_set=process_set,
+                                                      checked=True))
 
 
 def allreduce_(tensor: torch.Tensor, average: bool | None = None, name: str | None = None,
@@ -220,13 +233,18 @@ class _DifferentiableAllreduce(torch.autograd.Function):
         return (_allreduce_compressed(grad_output, *ctx.arguments), None, None, None, None, None)
 
 
-def start_allgather(tensor: torch.Tensor, process_set: ProcessSet) -> Started:
-    """Checks ``tensor`` against the other ranks and starts its all-gather; see ``allgather_async``."""
+def start_allgather(tensor: torch.Tensor, process_set: ProcessSet, calls: list[Call] | None = None) -> Started:
+    """Checks ``tensor`` against the other ranks and starts its all-gather; see ``allgather_async``.
+
+    ``calls``: every member's record of this all-gather, checked already.
+    """
     tensor = tensor.detach().reshape(1) if tensor.dim() == 0 else tensor.detach()
     group, members = basics.group_of(process_set), process_set.size()
     if members == 1:
         return [], tensor.clone
-    calls = _negotiation.negotiate(Call(Kind.ALLGATHER, tensor.dtype, tuple(tensor.shape)), group, members)
+    if calls is None:
+        calls = _negotiation.negotiate(Call(Kind.ALLGATHER, tensor.dtype, tuple(tensor.shape)), group, members)
+        assert calls is not None
     # Ranks may hold different numbers of rows (Horovod allows it) but torch gathers equal
     # shapes: pad to the largest (the checked records carry every rank's rows), cut after.
     rows = [call.shape[0] for call in calls]
@@ -243,8 +261,10 @@ def allgather_async(tensor: torch.Tensor, name: str | None = None,
     """Starts an all-gather; ``synchronize`` returns the tensors of every rank concatenated on axis 0."""
     check_tensor("allgather_async", tensor)
     _handles.check_name("allgather", name)
-    works, finish = start_allgather(tensor, process_set)
-    return _handles.register("allgather", works, finish, name)
+    shape = (1,) if tensor.dim() == 0 else tuple(tensor.shape)
+    call = Call(Kind.ALLGATHER, tensor.dtype, shape, name=_negotiation.name_code(name), deferrable=name is not None)
+    return _handles.start_named("allgather", name, call, basics.group_of(process_set), process_set.size(),
+                                lambda calls: start_allgather(tensor, process_set, calls))
 
 
 def allgather(tensor: torch.Tensor, name: str | None = None,
@@ -286,22 +306,28 @@ def broadcast_async_(tensor: torch.Tensor, root_rank: int, name: str | None = No
     check_tensor("broadcast", tensor)
     _handles.check_name("broadcast", name)
     group, members = basics.group_of(process_set), process_set.size()
-    if members > 1:
-        _negotiation.negotiate(Call(Kind.BROADCAST, tensor.dtype, tuple(tensor.shape), root=root_rank), group,
-                               members)
-    # After the check, so every rank refuses a root outside the set alike.
+    call = Call(Kind.BROADCAST, tensor.dtype, tuple(tensor.shape), root=root_rank,
+                name=_negotiation.name_code(name), deferrable=name is not None)
+
+    def start(_: list[Call]) -> Started:
+        _check_root(root_rank, process_set)  # after the ranks agree, so every rank refuses a root alike
+        wire = _to_wire(tensor)
+        work = dist.broadcast(wire, src=root_rank, group=group, async_op=True) if members > 1 else None
+
+        def finish() -> torch.Tensor:
+            if wire is not tensor:
+                tensor.copy_(wire)
+            return tensor
+
+        return [work], finish
+
+    return _handles.start_named("broadcast", name, call, group, members, start)
+
+
+def _check_root(root_rank: int, process_set: ProcessSet) -> None:
     if root_rank not in process_set._members():
         raise ValueError(f"root_rank must be a (global) rank of the processes taking part, "
                          f"{process_set._members()}. Received: root_rank={root_rank}")
-    wire = _to_wire(tensor)
-    work = dist.broadcast(wire, src=root_rank, group=group, async_op=True) if members > 1 else None
-
-    def finish() -> torch.Tensor:
-        if wire is not tensor:
-            tensor.copy_(wire)
-        return tensor
-
-    return _handles.register("broadcast", [work], finish, name)
 
 
 def broadcast_async(tensor: torch.Tensor, root_rank: int, name: str | None = None,
@@ -434,8 +460,11 @@ def _alltoall_splits(tensor: torch.Tensor, splits: Sequence[int] | torch.Tensor 
 
 
 def start_reducescatter(tensor: torch.Tensor, op: ReduceOp, *, prescale_factor: float, postscale_factor: float,
-                        process_set: ProcessSet) -> Started:
-    """Checks ``tensor`` against the other ranks and starts its reduce-scatter; see ``reducescatter_async``."""
+                        process_set: ProcessSet, checked: bool = False) -> Started:
+    """Checks ``tensor`` against the other ranks and starts its reduce-scatter; see ``reducescatter_async``.
+
+    ``checked``: the caller has checked it with the other ranks already.
+    """
     group, members, index = basics.group_of(process_set), process_set.size(), process_set.rank()
     rows = tensor.shape[0] if tensor.dim() else 0
     # Horovod's split: equal shares of axis 0, the first ranks taking one extra row when it does not divide.
@@ -445,8 +474,8 @@ def start_reducescatter(tensor: torch.Tensor, op: ReduceOp, *, prescale_factor: 
         buffer = tensor.detach().clone()
         _scale(buffer, prescale_factor * postscale_factor)
         return [], lambda: buffer
-    _negotiation.negotiate(Call(Kind.REDUCESCATTER, tensor.dtype, tuple(tensor.shape), op=_OP_CODES.index(op),
-                                wire_op=_WIRE_OP[op]), group, members)
+    if not checked:
+        _negotiation.negotiate(_reduction_call(Kind.REDUCESCATTER, tensor, op), group, members)
     wire = _to_wire(tensor.detach()).clone()
     _scale(wire, prescale_factor)
     # gloo's reduce_scatter takes one equal-sized piece per rank: pad each share to the largest.
@@ -474,9 +503,15 @@ def reducescatter_async(tensor: torch.Tensor, name: str | None = None, compressi
     check_tensor("reducescatter", tensor)
     _handles.check_name("reducescatter", name)
     compressed, context = compression.compress(tensor.detach())
-    works, finish = start_reducescatter(compressed, resolve_op(None, op), prescale_factor=prescale_factor,
-                                        postscale_factor=postscale_factor, process_set=process_set)
-    return _handles.register("reducescatter", works, lambda: compression.decompress(finish(), context), name)
+    reduction = resolve_op(None, op)
+
+    def start(_: list[Call]) -> Started:
+        works, finish = start_reducescatter(compressed, reduction, prescale_factor=prescale_factor,
+                                            postscale_factor=postscale_factor, process_set=process_set, checked=True)
+        return works, lambda: compression.decompress(finish(), context)
+
+    return _handles.start_named("reducescatter", name, _reduction_call(Kind.REDUCESCATTER, compressed, reduction, name),
+                                basics.group_of(process_set), process_set.size(), start)
 
 
 def reducescatter(tensor: torch.Tensor, name: str | None = None, compression: type[Compressor] = Compression.none,

@@ -102,6 +102,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._process_set = process_set
         self._sparse_as_dense = sparse_as_dense
         self._sparse: set[torch.Tensor] = set()  # parameters whose gradients came sparse
+        self._densified: set[torch.Tensor] = set()  # sparse gradients sent dense this step (sparse_as_dense)
         # A rank outside the process set steps on its own gradients (Horovod): no hooks, no all-reduce.
         self._local = not process_set.included()
         self._names = _parameter_names(optimizer, named_parameters)
@@ -204,6 +205,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
             p.grad = torch.zeros_like(p)
         if p.grad.is_sparse and self._sparse_as_dense:
             p.grad = p.grad.to_dense()
+            self._densified.add(p)
         self._next += 1
         if p.grad.is_sparse:  # Horovod's sparse path (all-gathers), started after the dense gradients
             self._sparse.add(p)
@@ -313,6 +315,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 reduced = self._compression.decompress(wire, context)
                 if reduced is not p.grad and reduced.data_ptr() != p.grad.data_ptr():  # type: ignore[union-attr]
                     p.grad.copy_(reduced)  # type: ignore[union-attr]
+                if p in self._densified:  # back to sparse, as Horovod: a sparse-only optimizer (SparseAdam) steps
+                    p.grad = p.grad.to_sparse()  # type: ignore[union-attr]
+                    self._densified.discard(p)
             self._delay[p] = self._backward_passes_per_step
         self._next = 0
         self._synchronized = True

@@ -2,9 +2,12 @@
 
 Mismatched calls raise HorovodInternalError on both ranks and the job goes
 on; int16 travels exactly; integer scaling truncates; alltoall, grouped
-allreduce and reducescatter have Horovod's gradients; grouped and sparse
-collectives; hvd.join stands in with zeros, so a rank with fewer batches
-trains to the same weights as one process on the union of the batches; a
+allreduce, reducescatter, grouped allgather and grouped reducescatter have
+Horovod's gradients; grouped and sparse collectives; sparse_as_dense hands
+sparse gradients back sparse; a named _async call issued on one rank before
+the other waits for it while other collectives go on (Horovod matches by
+name); hvd.join stands in with zeros, so a rank with fewer batches trains to
+the same weights as one process on the union of the batches; a
 DistributedOptimizer outside its process set steps locally; elastic state is
 the same on every rank after sync and restore.
 """
@@ -79,6 +82,62 @@ def _check_gradients_and_grouped(hvd, rank: int) -> None:  # type: ignore[no-unt
     sparse = torch.sparse_coo_tensor([[rank, 2]], [1.0, 10.0], (3,), check_invariants=True)
     reduced = hvd.sparse_allreduce_async(sparse, name="s", op=hvd.Average)()
     assert reduced.to_dense().tolist() == [0.5, 0.5, 10.0], f"sparse average: {reduced.to_dense()}"
+
+
+def _check_grouped_gradients_and_sparse_as_dense(hvd, rank: int) -> None:  # type: ignore[no-untyped-def]
+    rows = torch.ones(rank + 1, 2, requires_grad=True)  # rank 0 sends 1 row, rank 1 sends 2
+    single = torch.ones(1, requires_grad=True)
+    gathered = hvd.grouped_allgather([rows, single])
+    row_weights = torch.arange(1.0, 4.0).unsqueeze(1) * (rank + 1)  # row i of the 3 gathered weighs (i+1)(rank+1)
+    ((gathered[0] * row_weights).sum() + (gathered[1] * 10.0 * (rank + 1)).sum()).backward()
+    # Horovod's rule: the ranks' gradients averaged (row i: 1.5 (i+1)), each rank keeping the rows it sent.
+    assert rows.grad[:, 0].tolist() == ([1.5] if rank == 0 else [3.0, 4.5]), f"grouped_allgather grad: {rows.grad}"
+    assert single.grad.tolist() == [15.0], f"grouped_allgather grad: {single.grad}"
+    table, column = torch.ones(4, 2, requires_grad=True), torch.ones(3, requires_grad=True)
+    shares = hvd.grouped_reducescatter([table, column], op=hvd.Sum)
+    (shares[0].sum() * (rank + 1) + shares[1].sum() * (rank + 1)).backward()
+    # As reducescatter: the shares' gradients gathered, times size; rank 0 holds rows 0-1 (of 3: 0-1).
+    assert table.grad[:, 0].tolist() == [2.0, 2.0, 4.0, 4.0], f"grouped_reducescatter grad: {table.grad}"
+    assert column.grad.tolist() == [2.0, 2.0, 4.0], f"grouped_reducescatter grad: {column.grad}"
+    embedding = nn.Embedding(5, 2, sparse=True)
+    optimizer = hvd.DistributedOptimizer(torch.optim.SparseAdam(list(embedding.parameters())), sparse_as_dense=True)
+    embedding(torch.tensor([1 + rank, 2 + rank])).sum().backward()
+    optimizer.synchronize()
+    # Sent dense, handed back sparse as Horovod does, so a sparse-only optimizer can step.
+    grad = embedding.weight.grad
+    assert grad.is_sparse and grad.to_dense()[:, 0].tolist() == [0.0, 0.5, 1.0, 0.5, 0.0], f"sparse_as_dense: {grad}"
+    with optimizer.skip_synchronize():
+        optimizer.step()
+
+
+def _check_names_match_calls(hvd, rank: int) -> None:  # type: ignore[no-untyped-def]
+    # Horovod matches by name: rank 0 issues "late" first, both ranks go through other collectives, then rank 1.
+    values = torch.full((3,), rank + 1.0)
+    if rank == 0:
+        late = hvd.allreduce_async(values, name="late", op=hvd.Sum)
+        assert not hvd.poll(late), "rank 1 has not issued it yet"
+        with pytest.raises(ValueError, match="still in flight"):
+            hvd.allreduce_async(values, name="late")
+    hvd.barrier()
+    assert hvd.allgather(torch.tensor([rank])).tolist() == [0, 1], "other collectives go on meanwhile"
+    if rank == 1:
+        late = hvd.allreduce_async(values, name="late", op=hvd.Sum)
+    assert hvd.synchronize(late).tolist() == [3.0] * 3
+    # One name, different shapes: both ranks raise when the second issues it.
+    if rank == 0:
+        bad = hvd.allgather_async(torch.ones(2, 2), name="bad")
+    hvd.barrier()
+    if rank == 1:
+        with pytest.raises(hvd.HorovodInternalError, match="different shapes beyond axis 0"):
+            hvd.allgather_async(torch.ones(2, 3), name="bad")
+    else:
+        with pytest.raises(hvd.HorovodInternalError, match="different shapes beyond axis 0"):
+            hvd.synchronize(bad)
+    # Names no other rank ever issues: an error on both, not a hang.
+    alone = hvd.broadcast_async(torch.ones(1), root_rank=0, name=f"only on rank {rank}")
+    with pytest.raises(hvd.HorovodInternalError, match="waiting for named operations"):
+        hvd.synchronize(alone)
+    assert hvd.allreduce(torch.ones(1), op=hvd.Sum).tolist() == [2.0], "the job goes on after the errors"
 
 
 def _check_join(hvd, rank: int) -> dict:  # type: ignore[no-untyped-def]
@@ -159,6 +218,8 @@ def _worker(rank: int, world_size: int, batches: list) -> dict:
     _check_mismatches_raise_everywhere(hvd, rank)
     _check_dtypes_and_rounding(hvd, rank)
     _check_gradients_and_grouped(hvd, rank)
+    _check_grouped_gradients_and_sparse_as_dense(hvd, rank)
+    _check_names_match_calls(hvd, rank)
     joined = _check_join(hvd, rank)
     _elastic_state_agrees(hvd, rank)
     return {"join": joined, "uneven": _uneven_training(hvd, rank, batches),
