@@ -99,11 +99,15 @@ _SHIM = {
             return crash.message if crash is not None else str(report.longrepr)[-800:]
 
         def pytest_runtest_logreport(report):
-            entry = _results.setdefault(report.nodeid.split("::")[-1], {"outcome": "passed", "reason": ""})
+            # "unfinished" until the test's call passes: a rank stopped mid-test (its peer failed) did not pass.
+            entry = _results.setdefault(report.nodeid.split("::")[-1],
+                                        {"outcome": "unfinished", "reason": "stopped before the test finished"})
             if report.failed:
                 entry.update(outcome="failed" if report.when == "call" else "error", reason=_reason(report))
             elif report.skipped:
                 entry.update(outcome="skipped", reason=_reason(report))
+            elif report.when == "call" and entry["outcome"] == "unfinished":
+                entry.update(outcome="passed", reason="")
             path = os.path.join(os.environ["HVD_UPSTREAM_OUT"], "rank%s.json" % os.environ.get("RANK", "0"))
             with open(path, "w") as file:
                 json.dump(_results, file)

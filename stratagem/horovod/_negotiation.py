@@ -18,7 +18,10 @@ call, it waits in this rank's deferred list (carried in every later record)
 and the program goes on; as soon as every rank has issued that name, each
 starts it in the same round. Unnamed and blocking calls keep matching by call
 order, and ranks that all wait on calls nobody else will make raise instead
-of hanging.
+of hanging. A rank that deferred a call goes on to its next checked
+collective; ``SyncBatchNorm``'s per-layer collectives are not checked, so a
+rank must not reach one while another rank waits at a different call (in
+Horovod that program stalls).
 
 What goes on the wire is decided here too: gloo has no 16-bit integers, so
 those travel widened (exact) and are cast back.
@@ -132,6 +135,7 @@ def negotiate(call: Call, group: dist.ProcessGroup | None, members: int,
         HorovodInternalError: On every member, if the calls disagree, or if a
             rank has joined and ``call`` is not an all-reduce (Horovod refuses those too).
     """
+    assert start is not None or not call.deferrable, "a deferrable call needs the start it defers"
     while True:
         rounds = _exchange(call, group, members)
         calls = [current for current, _ in rounds]

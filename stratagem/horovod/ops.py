@@ -120,12 +120,9 @@ def start_allreduce(tensor: torch.Tensor, op: ReduceOp, *, prescale_factor: floa
             if members > 1 else None)
 
     def finish() -> torch.Tensor:
-        # gloo has no average: sum, then divide after the wait (integers by floor division, as Horovod).
-        if op is ReduceOp.AVERAGE and not (wire.is_floating_point() or wire.is_complex()):
-            wire.floor_divide_(members)
-            _scale(wire, postscale_factor)
-        else:
-            _scale(wire, postscale_factor / (members if op is ReduceOp.AVERAGE else 1))
+        # gloo has no average: sum, then scale by postscale / size after the wait, as Horovod's gloo path
+        # does (integers in float64, truncated toward zero: an average of -7 and 0 is -3).
+        _scale(wire, postscale_factor / (members if op is ReduceOp.AVERAGE else 1))
         if wire is not tensor:
             tensor.copy_(wire)
         return tensor
@@ -486,11 +483,7 @@ def start_reducescatter(tensor: torch.Tensor, op: ReduceOp, *, prescale_factor: 
 
     def finish() -> torch.Tensor:
         result = output[: counts[index]]
-        if op is ReduceOp.AVERAGE and not result.is_floating_point():
-            result.floor_divide_(members)
-            _scale(result, postscale_factor)
-        else:
-            _scale(result, postscale_factor / (members if op is ReduceOp.AVERAGE else 1))
+        _scale(result, postscale_factor / (members if op is ReduceOp.AVERAGE else 1))  # as allreduce's
         return result.to(tensor.dtype)
 
     return [work], finish

@@ -58,6 +58,9 @@ def _check_dtypes_and_rounding(hvd, rank: int) -> None:  # type: ignore[no-untyp
     odd = torch.tensor([-7, 7])
     assert hvd.allreduce(odd, op=hvd.Sum, prescale_factor=0.5).tolist() == [-6, 6], "prescale truncates"
     assert hvd.allreduce(odd, op=hvd.Sum, postscale_factor=0.25).tolist() == [-3, 3], "postscale truncates"
+    # So does an integer average (the sum scaled by 1/2): rank 0's share of [-7, 5] / 2 is -3, rank 1's 2.
+    share = hvd.reducescatter(torch.tensor([-7, 5]) if rank == 0 else torch.zeros(2, dtype=torch.int64))
+    assert share.tolist() == ([-3] if rank == 0 else [2]), f"integer average share: {share}"
 
 
 def _check_gradients_and_grouped(hvd, rank: int) -> None:  # type: ignore[no-untyped-def]
@@ -146,7 +149,7 @@ def _check_join(hvd, rank: int) -> dict:  # type: ignore[no-untyped-def]
         last = hvd.join()
         return {"last": last}
     averaged = hvd.allreduce(values)  # rank 0 stands in with zeros; Average divides by 2
-    ints = hvd.allreduce(torch.tensor([-7, 7]))  # integer average floors, as Horovod: -7 // 2 = -4
+    ints = hvd.allreduce(torch.tensor([-7, 7]))  # Horovod scales by 1/2 in float64 and truncates: -3.5 -> -3
     grouped = hvd.grouped_allreduce([values, torch.ones(2, 2)], op=hvd.Sum)
     with pytest.raises(hvd.HorovodInternalError, match="not supported while ranks have called hvd.join"):
         hvd.allgather(values)
@@ -233,7 +236,7 @@ def test_horovod_semantics_on_two_ranks_match_horovod() -> None:
     results = run_workers(_worker, 2, args=(batches,), timeout_s=90)
     assert [r["reset"] for r in results] == [True, True], "a resumed run calls the reset callbacks on every rank"
     assert results[0]["join"] == {"last": 1}
-    assert results[1]["join"] == {"last": 1, "averaged": [1.5, -2.5], "ints": [-4, 3], "grouped": [[1.0, 1.0]] * 2}
+    assert results[1]["join"] == {"last": 1, "averaged": [1.5, -2.5], "ints": [-3, 3], "grouped": [[1.0, 1.0]] * 2}
     # Reference: one process; steps 1-2 average both ranks' gradients, step 3 is rank 0's alone
     # averaged with the joined rank's zeros (half of it), as Horovod's join defines.
     torch.manual_seed(0)
