@@ -11,7 +11,7 @@ import stratagem
 
 from stratagem.callbacks import Callback
 from stratagem.data import Dataset
-from tests.unit.models.test_model_fit import _compiled, _data
+from tests.unit.models.test_model_fit import StepsPerEpoch, _compiled, _data
 
 
 @pytest.mark.parametrize("kind", ["arrays", "dataset", "generator", "dataset_with_steps"])
@@ -65,19 +65,10 @@ def test_spent_generator_with_steps_per_epoch_runs_every_epoch_as_keras_3() -> N
     # finds the input spent warns and ends; History holds every epoch (a loss only where steps ran).
     x, y = _data(12)
     batches = ((x[i:i + 4], y[i:i + 4]) for i in range(0, 12, 4))  # one pass only: it cannot start another
-    steps: list[int] = []
-
-    class Count(Callback):
-        def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
-            steps.append(0)
-
-        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
-            steps[-1] += 1
-
-    model = _compiled()
+    model, count = _compiled(), StepsPerEpoch()
     with pytest.warns(UserWarning, match="Your input ran out of data; interrupting training") as caught:
-        history = model.fit(batches, epochs=5, steps_per_epoch=2, callbacks=[Count()], verbose=0)
-    assert history.epoch == [0, 1, 2, 3, 4] and steps == [2, 1, 0, 0, 0]
+        history = model.fit(batches, epochs=5, steps_per_epoch=2, callbacks=[count], verbose=0)
+    assert history.epoch == [0, 1, 2, 3, 4] and count.steps == [2, 1, 0, 0, 0]
     assert sum("ran out of data" in str(w.message) for w in caught) == 4  # epochs 1 to 4
     assert len(history.history["loss"]) == 2 and model.stop_training is False
 

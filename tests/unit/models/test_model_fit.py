@@ -29,6 +29,20 @@ def _data(n: int = 50, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return x, x[:, :3].argmax(axis=1).astype(np.int64)
 
 
+class StepsPerEpoch(Callback):
+    """Counts the steps each epoch ran."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps: list[int] = []
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self.steps.append(0)
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        self.steps[-1] += 1
+
+
 def _compiled(optimizer: object = "sgd", metrics: list | None = None) -> stratagem.Model:
     model = stratagem.Model(_net())
     model.compile(optimizer=optimizer, loss=stratagem.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -127,18 +141,10 @@ def test_y_with_iterable_x_raises() -> None:
 def test_reiterable_input_running_out_with_steps_per_epoch_starts_a_new_pass_next_epoch() -> None:
     x, y = _data(16)
     batches = [(x[i:i + 4], y[i:i + 4]) for i in range(0, 16, 4)]  # 4 batches, iterable again
-    steps: list[int] = []
-
-    class Count(Callback):
-        def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
-            steps.append(0)
-
-        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
-            steps[-1] += 1
-
+    count = StepsPerEpoch()
     with pytest.warns(UserWarning, match="ran out of data"):
-        history = _compiled().fit(batches, epochs=5, steps_per_epoch=3, callbacks=[Count()], verbose=0)
-    assert len(history.epoch) == 5 and steps == [3, 1, 3, 1, 3]  # Keras 3's EpochIterator
+        history = _compiled().fit(batches, epochs=5, steps_per_epoch=3, callbacks=[count], verbose=0)
+    assert len(history.epoch) == 5 and count.steps == [3, 1, 3, 1, 3]  # Keras 3's EpochIterator
 
 
 def test_steps_per_epoch_with_arrays_continues_across_epochs() -> None:
