@@ -16,6 +16,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from stratagem._keras_names import factory_for
+
 __all__ = [
     "Loss", "SparseCategoricalCrossentropy", "CategoricalCrossentropy", "BinaryCrossentropy",
     "MeanSquaredError", "MeanAbsoluteError", "Huber", "KLDivergence", "REDUCTIONS", "get",
@@ -353,21 +355,14 @@ _BY_NAME: dict[str, Callable[[], Loss]] = {
     "kullback_leibler_divergence": KLDivergence,
 }
 
-_BY_CLASS_NAME: dict[str, Callable[[], Loss]] = {factory.__name__: factory for factory in set(_BY_NAME.values())}
-
 
 def get(identifier: str | Loss | Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Loss:
     """Returns a ``Loss`` for a Keras name, a ``Loss``, or a function ``(y_true, y_pred) -> per-example``."""
     if isinstance(identifier, Loss):
         return identifier
     if isinstance(identifier, str):
-        factory = _BY_NAME.get(identifier.lower()) or _BY_CLASS_NAME.get(identifier)  # Keras takes both
-        if factory is None:
-            raise ValueError(
-                f"Unknown loss. Expected one of {sorted(_BY_NAME)} (or a class name such as 'MeanSquaredError'), "
-                f"a stratagem.losses.Loss or a function. Received: loss={identifier!r}"
-            )
-        return factory()
+        return factory_for(identifier, _BY_NAME, kind="loss", example="MeanSquaredError",
+                           alternatives="a stratagem.losses.Loss or a function")()
     if callable(identifier):
         return _FunctionLoss(identifier)
     raise TypeError(f"loss must be a string, a Loss or a callable. Received: loss of type {type(identifier).__name__}")

@@ -30,15 +30,7 @@ import torch
 
 from stratagem.checkpoint import io as checkpoint_io
 from stratagem.data.example_proto import (
-    BytesList,
-    Example,
-    Feature,
-    FeatureList,
-    FeatureLists,
-    Features,
-    FloatList,
-    Int64List,
-    SequenceExample,
+    BytesList, Example, Feature, FeatureList, FeatureLists, Features, FloatList, Int64List, SequenceExample,
 )
 from stratagem.distribute import context
 from stratagem.distribute.capabilities import SchedulesSteps

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stratagem.datasets import idx
+from stratagem.datasets.mnist import Splits, load_idx_splits
 
 __all__ = ["Splits", "cached_file", "keras_home", "load_fashion_mnist", "load_mnist"]
 
@@ -29,7 +29,6 @@ DOWNLOAD_TIMEOUT_S = 60.0
 _MNIST_SHA256 = "731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1"  # the hash Keras checks
 _FASHION_FILES = ("train-labels-idx1-ubyte.gz", "train-images-idx3-ubyte.gz",
                   "t10k-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz")
-Splits = tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
 def keras_home() -> Path:
@@ -72,12 +71,11 @@ def load_mnist(path: str = "mnist.npz") -> Splits:
 
 def load_fashion_mnist() -> Splits:
     """``keras.datasets.fashion_mnist.load_data()``: uint8 images (N, 28, 28) and uint8 labels, from Keras's cache."""
-    y_train, x_train, y_test, x_test = (idx.read_idx(cached_file(name, subdir=os.path.join("datasets", "fashion-mnist")))
-                                        for name in _FASHION_FILES)
-    for images, labels in ((x_train, y_train), (x_test, y_test)):
-        if images.ndim != 3 or labels.shape != images.shape[:1]:
-            raise ValueError(f"Fashion-MNIST files in {keras_home() / 'datasets' / 'fashion-mnist'} do not match: "
-                             f"images {images.shape}, labels {labels.shape}. Delete them to download them again.")
+    subdir = os.path.join("datasets", "fashion-mnist")
+    for name in _FASHION_FILES:
+        cached_file(name, subdir=subdir)  # downloaded first where missing
+    (x_train, y_train), (x_test, y_test) = load_idx_splits(keras_home() / subdir, dataset_name="Fashion-MNIST",
+                                                           source=ORIGIN)
     return (x_train, y_train.astype(np.uint8)), (x_test, y_test.astype(np.uint8))
 
 

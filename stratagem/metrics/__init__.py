@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from stratagem._keras_names import factory_for
 from stratagem.metrics._accuracy import (
     Accuracy, BinaryAccuracy, CategoricalAccuracy, SparseCategoricalAccuracy, SparseTopKCategoricalAccuracy,
     TopKCategoricalAccuracy,
@@ -42,8 +43,6 @@ _BY_NAME: dict[str, Callable[..., Metric]] = {
     "auc": AUC,
 }
 
-_BY_CLASS_NAME: dict[str, Callable[..., Metric]] = {factory.__name__: factory for factory in set(_BY_NAME.values())}
-
 
 def get(identifier: str | Metric | Callable[..., object]) -> Metric:
     """Returns a ``Metric`` for a Keras name, a ``Metric``, or ``fn(y_true, y_pred)`` (a mean of its values).
@@ -54,13 +53,8 @@ def get(identifier: str | Metric | Callable[..., object]) -> Metric:
     if isinstance(identifier, Metric):
         return identifier
     if isinstance(identifier, str):
-        factory = _BY_NAME.get(identifier.lower()) or _BY_CLASS_NAME.get(identifier)  # Keras takes both
-        if factory is None:
-            raise ValueError(
-                f"Unknown metric. Expected one of {sorted(_BY_NAME)} (or a class name such as 'Precision'), "
-                f"a stratagem.metrics.Metric or a function. Received: metric={identifier!r}"
-            )
-        return factory(name=identifier)
+        return factory_for(identifier, _BY_NAME, kind="metric", example="Precision",
+                           alternatives="a stratagem.metrics.Metric or a function")(name=identifier)
     if callable(identifier):
         return MeanMetricWrapper(identifier, name=getattr(identifier, "__name__", "metric"))  # type: ignore[arg-type]
     raise TypeError(f"metric must be a string or a Metric. Received: metric of type {type(identifier).__name__}")

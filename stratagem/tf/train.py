@@ -13,23 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from stratagem import train as _train
 from stratagem.distribute import ClusterSpec
 from stratagem.tf._refusal import missing_name
-from stratagem.train import (
-    BytesList,
-    Checkpoint,
-    CheckpointLoadStatus,
-    CheckpointManager,
-    Example,
-    Feature,
-    FeatureList,
-    FeatureLists,
-    Features,
-    FloatList,
-    Int64List,
-    SequenceExample,
-    latest_checkpoint,
-)
+from stratagem.train import *  # noqa: F403  (stratagem.train's names are tf.train's: Checkpoint, Example, ...)
 
 
 def _keras_optimizers() -> Any:
@@ -77,8 +64,4 @@ def __getattr__(name: str) -> Any:
     raise missing_name("tf.train", name)
 
 
-__all__ = [
-    "AdamOptimizer", "BytesList", "Checkpoint", "CheckpointLoadStatus", "CheckpointManager", "ClusterSpec", "Example",
-    "Feature", "FeatureList", "FeatureLists", "Features", "FloatList", "GradientDescentOptimizer", "Int64List",
-    "MomentumOptimizer", "SequenceExample", "latest_checkpoint",
-]
+__all__ = [*_train.__all__, "AdamOptimizer", "ClusterSpec", "GradientDescentOptimizer", "MomentumOptimizer"]

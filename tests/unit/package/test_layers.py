@@ -14,7 +14,7 @@ from tests.unit.package._source import modules
 _LAYERS: list[tuple[str, ...]] = [
     ("stratagem.errors", "stratagem._nest", "stratagem._launched", "stratagem._process", "stratagem._version",
      "stratagem._disk_full", "stratagem._torch_internals", "stratagem._python_internals", "stratagem._lazy_imports",
-     "stratagem._environ"),
+     "stratagem._environ", "stratagem._keras_names"),
     ("stratagem.distribute.cluster", "stratagem.distribute._cluster_spec", "stratagem.distribute._slurm"),
     ("stratagem.data", "stratagem.datasets", "stratagem.losses", "stratagem.metrics", "stratagem.optimizers",
      "stratagem.mixed_precision"),
