@@ -55,10 +55,4 @@ __all__ = [
     "optimizers", "train", "__version__", "estimator", "image", "io", "lookup", "one_hot", "strings",
 ]
 
-
-def __getattr__(name: str) -> object:
-    return _lazy_imports.resolve(__name__, globals(), name, _ATTRIBUTES)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_imports.hooks(__name__, globals(), _ATTRIBUTES)

@@ -3,14 +3,14 @@
 ``stratagem`` and ``stratagem.distribute`` re-export names from their modules,
 and importing those eagerly imported torch, Keras and every strategy for any
 ``stratagem.*`` import, the launcher's included (about 1.8 s of CPU for each
-``stratagem run``). Each package's ``__getattr__`` calls ``resolve`` instead.
+``stratagem run``). Each package's ``__getattr__`` calls ``resolve`` instead (``hooks``).
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 
@@ -34,3 +34,10 @@ def resolve(package: str, namespace: dict[str, Any], name: str, attributes: Mapp
     if not name.startswith("__") and importlib.util.find_spec(f"{package}.{name}") is not None:
         return importlib.import_module(f"{package}.{name}")  # the import binds it in the package too
     raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+
+def hooks(package: str, namespace: dict[str, Any],
+          attributes: Mapping[str, str]) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
+    """The package's ``__getattr__`` (``resolve``) and ``__dir__`` (its globals and ``__all__``)."""
+    return (lambda name: resolve(package, namespace, name, attributes),
+            lambda: sorted(set(namespace) | set(namespace.get("__all__", ()))))

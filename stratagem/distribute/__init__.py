@@ -55,13 +55,7 @@ _ATTRIBUTES = {
     **dict.fromkeys(["PerReplica", "ReduceOp"], "stratagem.distribute.values"),
 }
 
-
-def __getattr__(name: str) -> object:
-    return _lazy_imports.resolve(__name__, globals(), name, _ATTRIBUTES)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_imports.hooks(__name__, globals(), _ATTRIBUTES)
 
 
 __all__ = [
