@@ -29,6 +29,10 @@ demo: .venv/.stamp
 # the target only if it takes over 60 s alone too. Every file's wall and CPU seconds (its process tree's) go to
 # .venv/test-file-times.json.
 SLOW_FILES := .venv/slow-test-files
+# Python writes its bytecode caches during the tests even where the environment says not to (an empty value is
+# unset for Python): otherwise every fresh interpreter compiles the ~200 stratagem modules it imports again
+# (~0.3 s of CPU each, ~100 interpreters) and each xdist worker rewrites every test module's asserts again.
+test: export PYTHONDONTWRITEBYTECODE :=
 test: .venv/.stamp
 	$(MAKE) --no-print-directory lint > .venv/lint.log 2>&1 & lint=$$!; \
 	$(PY) -m pytest -q -p no:cacheprovider -n 3 --dist loadfile --no-loadscope-reorder --max-file-seconds=60 \
