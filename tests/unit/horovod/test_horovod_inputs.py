@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import stratagem.horovod as hvd
-from stratagem.horovod._negotiation import Call, Kind, disagreement
+from stratagem.horovod._negotiation import Call, Kind, _issued_everywhere, _waits_for_names, disagreement
 
 
 @pytest.fixture
@@ -67,6 +67,19 @@ def test_disagreement_names_the_field_and_every_ranks_value() -> None:
     assert disagreement(gathers) is None, "allgather lets axis 0 differ"
     kinds = disagreement([(0, same), (1, Call(Kind.BROADCAST, torch.float32, (2, 3), root=0))])
     assert kinds is not None and "different operations" in kinds and "'broadcast'" in kinds
+
+
+def test_a_named_call_starts_in_the_round_every_rank_has_issued_it() -> None:
+    late = Call(Kind.ALLREDUCE, torch.float32, (3,), name=7, deferrable=True)
+    barrier, wait = Call(Kind.BARRIER), Call(Kind.WAIT)
+    # Three ranks, (current call, deferred calls) each: rank 2 has not issued "late", so it does not start.
+    assert _issued_everywhere([(barrier, [late]), (late, []), (barrier, [])]) is None
+    assert _waits_for_names([(0, barrier), (1, late), (2, barrier)]), "rank 1 defers it, ranks 0 and 2 ask again"
+    assert _issued_everywhere([(wait, [late]), (late, []), (barrier, [late])]) == (Kind.ALLREDUCE, 7)
+    # Unnamed calls keep matching by call order: different kinds with none deferrable are a mismatch.
+    assert not _waits_for_names([(0, barrier), (1, Call(Kind.ALLREDUCE, torch.float32, (3,)))])
+    # One name on every rank runs together, and the check then names what differs (here the shapes).
+    assert not _waits_for_names([(0, late), (1, Call(Kind.ALLREDUCE, torch.float32, (4,), name=7, deferrable=True))])
 
 
 def test_elastic_sampler_counts_every_ranks_batch_of_the_iteration_under_way() -> None:
