@@ -22,6 +22,7 @@ from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
 import stratagem
+import stratagem.tf as tf
 from stratagem.data import AUTOTUNE, Dataset
 
 import _fit_workloads
@@ -71,6 +72,18 @@ def preprocessing(img: np.ndarray, label: Any) -> tuple[np.ndarray, np.ndarray]:
     return img, label
 
 
+def seed_preprocessing(img: Any, label: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """The seed's function exactly as its TF script writes it, through ``stratagem.tf`` (torch ops).
+
+    Works on one element and on a batch alike; stratagem runs it once per batch under vmap by default.
+    """
+    img = tf.cast(img, tf.float64)
+    img = img / 255.
+    img = tf.expand_dims(img, axis=-1)
+    label = tf.one_hot(label, 10, dtype=tf.int32)
+    return img, label
+
+
 def make_images(num_images: int, seed: int = DATA_SEED) -> tuple[np.ndarray, np.ndarray]:
     """Fashion-MNIST-shaped raw data: uint8 images (N, 28, 28) and int64 labels 0..9."""
     rng = np.random.default_rng(seed)
@@ -107,17 +120,19 @@ def seed_pipeline(x: np.ndarray, y: np.ndarray, *, vectorized: bool, batch_size:
 CHAIN_BATCH_SIZE = 64
 
 
-def cached_chain(x: np.ndarray, y: np.ndarray, *, map_vectorization: bool = False) -> Dataset:
-    """The issue's seed-000 chain: map(AUTOTUNE) -> cache -> shuffle(10000) -> batch(64) -> prefetch.
+def cached_chain(x: np.ndarray, y: np.ndarray, *, fn: Any = seed_preprocessing,
+                 map_vectorization: bool | None = None) -> Dataset:
+    """The issue's seed-000 chain: map(fn, AUTOTUNE) -> cache -> shuffle(10000) -> batch(64) -> prefetch.
 
-    ``map_vectorization=True`` attaches ``options.experimental_optimization.map_vectorization`` (opt-in:
-    the per-element map then runs once per cache chunk after a sampled check).
+    ``fn`` is the seed's function through ``stratagem.tf`` unless given (``preprocessing``, the numpy one, for
+    information); ``map_vectorization`` sets ``options.experimental_optimization.map_vectorization`` (None: the
+    default, vmap where it gives the same elements; True adds the opt-in sampled check for numpy functions).
     """
-    dataset = Dataset.from_tensor_slices((x, y)).map(preprocessing, num_parallel_calls=AUTOTUNE).cache()
+    dataset = Dataset.from_tensor_slices((x, y)).map(fn, num_parallel_calls=AUTOTUNE).cache()
     dataset = dataset.shuffle(10_000).batch(CHAIN_BATCH_SIZE).prefetch(AUTOTUNE)
-    if map_vectorization:
+    if map_vectorization is not None:
         options = stratagem.data.Options()
-        options.experimental_optimization.map_vectorization = True
+        options.experimental_optimization.map_vectorization = map_vectorization
         dataset = dataset.with_options(options)
     return dataset
 
@@ -160,10 +175,14 @@ class ItemDataset(torch.utils.data.Dataset):
 
 
 class BatchItemDataset(ItemDataset):
-    """The same, indexed by a list of indices: one ``preprocessing`` call per batch."""
+    """The same, indexed by a list of indices: one ``preprocessing`` call per batch (or ``fn``'s)."""
+
+    def __init__(self, x: np.ndarray, y: np.ndarray, fn: Any = preprocessing) -> None:
+        super().__init__(x, y)
+        self.fn = fn
 
     def __getitem__(self, indices: list[int]) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[override]
-        return preprocessing(self.x[indices], self.y[indices])
+        return self.fn(self.x[indices], self.y[indices])
 
 
 def item_loader(x: np.ndarray, y: np.ndarray, num_workers: int, batch_size: int = BATCH_SIZE) -> DataLoader:
@@ -172,9 +191,10 @@ def item_loader(x: np.ndarray, y: np.ndarray, num_workers: int, batch_size: int 
                       persistent_workers=num_workers > 0)
 
 
-def batch_loader(x: np.ndarray, y: np.ndarray, num_workers: int, batch_size: int = BATCH_SIZE) -> DataLoader:
+def batch_loader(x: np.ndarray, y: np.ndarray, num_workers: int, batch_size: int = BATCH_SIZE,
+                 fn: Any = preprocessing) -> DataLoader:
     """The vectorised equivalent: a shuffled ``BatchSampler`` hands whole batches to ``__getitem__``."""
-    dataset = BatchItemDataset(x, y)
+    dataset = BatchItemDataset(x, y, fn)
     sampler = BatchSampler(RandomSampler(dataset), batch_size=batch_size, drop_last=False)
     # batch_size=None: no collation step, each item already is a batch (converted to tensors).
     return DataLoader(dataset, batch_size=None, sampler=sampler, num_workers=num_workers,

@@ -92,7 +92,7 @@ class Dataset(abc.ABC):
     def _context(self, *, seed: int, epoch: int) -> IterContext:
         """The context of an iterator of this pipeline: seed, epoch and the pipeline-wide switches of its options."""
         return IterContext(seed=seed, epoch=epoch,
-                           map_vectorization=bool(self._options.experimental_optimization.map_vectorization))
+                           map_vectorization=self._options.experimental_optimization.map_vectorization)
 
     def as_numpy_iterator(self) -> Iterable[Any]:
         """Iterates the elements as TF's ``as_numpy_iterator`` gives them, structure kept.

@@ -28,13 +28,15 @@ class IterContext:
             uses the same one, so they agree on the global element order.
         epoch: Which pass over the data this iterator makes (reshuffles differ).
         map_vectorization: The pipeline's
-            ``options.experimental_optimization.map_vectorization``: per-element
-            maps may run once per batch after a sampled check (``ops/map.py``).
+            ``options.experimental_optimization.map_vectorization``: None (the
+            default) runs per-element maps once per batch under vmap where that
+            gives the same elements, True adds the sampled check, False never
+            (``ops/map.py``).
     """
 
     seed: int = 0
     epoch: int = 0
-    map_vectorization: bool = False
+    map_vectorization: bool | None = None
 
     def at(self, *, seed: int, epoch: int) -> IterContext:
         """This context at another seed and epoch (a restored position); the pipeline's switches stay."""

@@ -125,15 +125,17 @@ class OptimizationOptions(_OptionsBase):
     so a switch that is set warns once that it has no effect here.
 
     One switch acts: ``map_vectorization`` (a stratagem extension named after
-    the switch TF 2.0-2.5 had, off by default there too). ``True`` lets a
-    per-element ``map`` followed by ``batch`` (or a filling ``cache``) run
-    once per batch after a sampled check: every row of the first batch, then
-    the first and last rows of each later batch. The check is not complete:
-    a function that gives other results on a batch only for some middle rows
-    of a later batch goes unnoticed, which is why it is off by default
-    (``stratagem/data/ops/map.py`` says why no complete check is cheaper than
-    the per-element calls). It applies to the whole pipeline it is attached
-    to, wherever ``with_options`` is called.
+    the switch TF 2.0-2.5 had). Unset (None), a per-element ``map`` followed
+    by ``batch`` (or a filling ``cache``) runs once per batch under
+    ``torch.func.vmap`` where that gives the same elements by construction
+    (``stratagem/data/_per_row.py``). ``False`` keeps every map per element.
+    ``True`` adds, for functions vmap cannot run (numpy code), a sampled check
+    of a plain batch call: every row of the first batch, then the first and
+    last rows of each later batch. That check is not complete: a function
+    that gives other results on a batch only for some middle rows of a later
+    batch goes unnoticed, which is why it is opt-in (``stratagem/data/ops/map.py``).
+    It applies to the whole pipeline it is attached to, wherever
+    ``with_options`` is called.
     """
 
     apply_default_optimizations: bool | None = None

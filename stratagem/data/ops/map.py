@@ -7,28 +7,33 @@ worker processes (``stratagem.data.ops.parallel_map``).
 
 Map vectorisation (tf.data's ``map_vectorization`` idea): a per-element
 function that a following ``batch`` (or a cache filling in chunks) asks for
-several elements at once could be called once on the whole batch of rows. By
-default it is not: a batch call gives the same elements only if the function
-treats every row as it treats one element, and the only complete check of
-that is computing each row per element, which costs what the batch call
-saves (a numpy function written per element can branch on a reduction over
-its input, ``if x.min() < 5``, and so differ on any row of any batch). So the
-default computes per element, always. Two ways to vectorise:
+several elements at once runs once on the whole batch of rows where that gives
+the same elements. By default the batch call is made under ``torch.func.vmap``
+(``stratagem/data/_per_row.py``), which gives each row exactly the computation
+one element gets, and raises on everything that could make a row differ (a
+branch on a value, ``.item()``, ``.numpy()``, random ops); whatever raises or
+returns anything but tensors is computed per element, for good, at this node.
+The first time, one element computed per element is compared with row 0
+(types, dtypes, shapes, values). No row is sampled: a function that could
+differ on row 7 of batch 3 cannot run under vmap. Functions written with
+numpy (``img.astype``) do not run under vmap and stay per element. Three ways
+to choose otherwise:
 
 - ``map(fn, vectorized=True)``: the user declares that ``fn`` works on
-  batches; one call per batch, no check.
+  batches; one plain call per batch, no check.
+- ``options.experimental_optimization.map_vectorization = False``: always per
+  element.
 - ``options.experimental_optimization.map_vectorization = True`` (a pipeline
-  option, off by default as it was in TF 2.0-2.5): a sampled check. The first
-  batch call is checked on every row of its batch (up to ``_PROBE``), computed
-  per element, and kept only if its rows equal the stacked per-element
-  results exactly (structure, leaf types, dtypes, shapes, values); every
-  later batch call is checked on its first and last rows. A mismatch turns
-  vectorisation off for the node and that batch is recomputed per element. A
-  function that raises on a batch, returns another shape, reduces over the
-  batch axis or draws random numbers fails the check (almost surely on the
-  first batch); one that differs only on middle rows of a later batch is NOT
-  caught: that is what the switch accepts. The checked rows are computed
-  twice, so a function with side effects (a counter) sees those extra calls.
+  option named after TF 2.0-2.5's switch): where vmap cannot run the function
+  (numpy functions), a sampled check of a plain batch call. The first batch
+  call is checked on every row of its batch (up to ``_PROBE``), computed per
+  element, and kept only if its rows equal the stacked per-element results
+  exactly (structure, leaf types, dtypes, shapes, values); every later batch
+  call is checked on its first and last rows. A mismatch turns it off for the
+  node and that batch is recomputed per element. A function that differs
+  only on middle rows of a later batch is NOT caught: that is what the switch
+  accepts. The checked rows are computed twice, so a function with side
+  effects (a counter) sees those extra calls.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from stratagem.data._per_row import call_per_row
 from stratagem.data._python_values import map_output
 from stratagem.data._structure import call_with_element, leaves, same_elements, stack, take_rows, unstack
 from stratagem.data.dataset import Dataset, _check_positive
@@ -64,7 +70,8 @@ class MapDataset(Dataset):
         self._calibration: Any = None
         self._pool: Any = None
         self._pool_lock = threading.Lock()
-        self._batch_calls: bool | None = None  # map vectorisation: None until checked, then the verdict
+        self._row_calls: bool | None = None  # vmapped batch calls: None until tried, then the verdict
+        self._batch_calls: bool | None = None  # sampled plain batch calls (the switch): the same
         self._batch_calls_lock = threading.Lock()
 
     def _length(self) -> int | None:
@@ -82,7 +89,7 @@ class MapDataset(Dataset):
         if not indices:
             return Pending(lambda: Dataset._get_many(self, indices, ctx))
         done: list[Any] = []
-        if len(indices) >= 2 and ctx.map_vectorization and self._batch_calls is not False:
+        if len(indices) >= 2 and ctx.map_vectorization is not False:
             batch, done = self._batch_call(indices, ctx)
             if batch is not None:
                 return Pending(lambda: batch)
@@ -94,25 +101,53 @@ class MapDataset(Dataset):
         return self._parallel_submit(rest, ctx).then(lambda tail: stack(done + list(tail)))
 
     def _batch_call(self, indices: Sequence[int], ctx: IterContext) -> tuple[Any | None, list[Any]]:
-        """``(map_func on the rows at indices, [])`` if checked to give the same elements.
+        """``(map_func on the rows at indices, [])`` where that gives the same elements.
 
-        Else ``(None, elements computed one by one)``: the first check's, kept so none is computed again.
+        Else ``(None, elements computed one by one)``: a check's, kept so none is computed again.
         """
+        if self._row_calls is False and (not ctx.map_vectorization or self._batch_calls is False):
+            return None, []
+        rows = self._rows(indices, ctx)
+        if rows is None:
+            return None, []
+        tried = bool(self._row_calls)
+        if tried:  # decided: no lock, so batches of several prefetch threads run side by side
+            batch = call_per_row(self._fn.fn, rows, len(indices))
+            if batch is not None:
+                return batch, []
         with self._batch_calls_lock:
-            decided = self._batch_calls
-            batch = self._call_on_rows(indices, ctx)
-            if batch is None or not _is_batch(batch, len(indices)):
-                self._batch_calls = False  # raised, or no batch of len(indices) rows: decided without a probe
+            if self._row_calls is None or (self._row_calls and not tried):  # undecided, or decided while we waited
+                batch = call_per_row(self._fn.fn, rows, len(indices))
+                if batch is not None and self._row_calls:
+                    return batch, []
+                if batch is not None:
+                    first = self._get(indices[0], ctx)  # once: row 0 against the element computed alone
+                    self._row_calls = _rows_match(batch, 0, [first])
+                    if self._row_calls:
+                        return batch, []
+                    if not ctx.map_vectorization:
+                        return None, [first]
+            self._row_calls = False  # vmap refused it (or gave another row 0): per element from now on
+            if not ctx.map_vectorization or self._batch_calls is False:
                 return None, []
-            if decided is None:
-                probe = [self._probe_call(i, ctx) for i in indices[:_PROBE]]
-                self._batch_calls = _rows_match(batch, 0, probe)
-                return (batch, []) if self._batch_calls else (None, probe)
-            # Checked again on every later batch: its first and last rows, computed per element.
-            last = len(indices) - 1
-            self._batch_calls = (_rows_match(batch, 0, [self._get(indices[0], ctx)])
-                                 and _rows_match(batch, last, [self._get(indices[last], ctx)]))
-            return (batch, []) if self._batch_calls else (None, [])
+            return self._sampled_batch_call(rows, indices, ctx)
+
+    def _sampled_batch_call(self, rows: Any, indices: Sequence[int], ctx: IterContext) -> tuple[Any | None, list[Any]]:
+        """The opt-in switch's plain batch call, checked on sampled rows (module docstring)."""
+        decided = self._batch_calls
+        batch = self._call_on_rows(rows)
+        if batch is None or not _is_batch(batch, len(indices)):
+            self._batch_calls = False  # raised, or no batch of len(indices) rows: decided without a probe
+            return None, []
+        if decided is None:
+            probe = [self._probe_call(i, ctx) for i in indices[:_PROBE]]
+            self._batch_calls = _rows_match(batch, 0, probe)
+            return (batch, []) if self._batch_calls else (None, probe)
+        # Checked again on every later batch: its first and last rows, computed per element.
+        last = len(indices) - 1
+        self._batch_calls = (_rows_match(batch, 0, [self._get(indices[0], ctx)])
+                             and _rows_match(batch, last, [self._get(indices[last], ctx)]))
+        return (batch, []) if self._batch_calls else (None, [])
 
     def _probe_call(self, index: int, ctx: IterContext) -> Any:
         """Element ``index`` computed alone; under ``num_parallel_calls`` the call also counts as calibration."""
@@ -125,9 +160,15 @@ class MapDataset(Dataset):
                 self._calibration = parallel_map.Calibration(self._num_parallel_calls)  # type: ignore[arg-type]
         return parallel_map.timed_call(self._fn, self._parents[0]._get(index, ctx), index, self._calibration)
 
-    def _call_on_rows(self, indices: Sequence[int], ctx: IterContext) -> Any | None:
+    def _rows(self, indices: Sequence[int], ctx: IterContext) -> Any | None:
         try:
-            return call_with_element(self._fn, self._parents[0]._get_many(indices, ctx))
+            return self._parents[0]._get_many(indices, ctx)
+        except Exception:  # noqa: BLE001  (the per-element path that runs instead raises it again, per element)
+            return None
+
+    def _call_on_rows(self, rows: Any) -> Any | None:
+        try:
+            return call_with_element(self._fn, rows)
         except Exception:  # noqa: BLE001  (a function written for one element may fail on a batch in any way;
             return None    # a real error is raised again by the per-element path that runs instead)
 

@@ -53,7 +53,9 @@ def test_cache_runs_parent_once_over_epochs(filename: str, kind: str) -> None:
     ds = getattr(source, kind)().cache(filename)
     assert python_values(ds) == [0, 1, 2, 3, 4]
     produced = source.produced
-    assert produced == 5  # one call per element: no batch call is checked by default (map.py)
+    # One call per element; an in-memory cache of the mapped source fills in chunks and adds one try under vmap,
+    # refused (the map returns its numpy input, which vmap would give as a tensor: map.py, _per_row.py).
+    assert produced == (6 if kind == "mapped" and not filename else 5)
     assert python_values(ds) == python_values(ds) == [0, 1, 2, 3, 4]
     assert source.produced == produced
 
@@ -102,9 +104,10 @@ def test_random_access_cache_stays_random_access() -> None:
     assert ds.cardinality() == 6
     shuffled = ds.shuffle(6, seed=0)
     assert sorted(python_values(shuffled)) == list(range(6))
-    # The first pass fills the cache, one call per element; later passes never run the map again.
+    # The first pass fills the cache, one call per element (and one refused try under vmap, map.py); later passes
+    # never run the map again.
     produced = source.produced
-    assert produced == 6
+    assert produced == 6 + 1
     assert sorted(python_values(shuffled)) == list(range(6))
     assert python_values(ds.batch(4)) == [(0, 1, 2, 3), (4, 5)]
     assert source.produced == produced

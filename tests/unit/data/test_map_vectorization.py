@@ -1,5 +1,6 @@
-"""Map vectorisation (off by default; ``options.experimental_optimization.map_vectorization`` calls a per-element
-``map`` once per batch after a sampled check) and the random-access cache's columns (batches gathered, not stacked)."""
+"""Map vectorisation's opt-in sampled check (``options.experimental_optimization.map_vectorization = True`` calls a
+numpy ``map`` that vmap cannot run once per batch after a sampled check; the sound default is in
+``test_map_per_row.py``) and the random-access cache's columns (batches gathered, not stacked)."""
 
 from __future__ import annotations
 
@@ -58,8 +59,9 @@ def test_map_that_works_on_batches_runs_once_per_batch_with_the_same_elements(nu
     assert len(got) == len(expected) == 10
     for batch, reference in zip(got, expected):
         assert same_elements(tuple(batch), tuple(reference))  # dtypes, shapes and values
-    # 10 batch calls, the first batch's 32 rows one by one (the check), the first and last rows of the 9 others.
-    assert counted.calls == 10 + 32 + 2 * 9
+    # One call under vmap (refused: numpy on a tensor), 10 batch calls, the first batch's 32 rows one by one (the
+    # check), the first and last rows of the 9 others.
+    assert counted.calls == 1 + 10 + 32 + 2 * 9
 
 
 def _normalize(img: np.ndarray, label: Any) -> tuple[np.ndarray, Any]:
@@ -100,12 +102,12 @@ def test_map_differing_only_on_a_middle_row_of_a_later_batch_gives_per_element_r
     for batch, reference in zip(list(pipeline), expected, strict=True):
         for part, ref in zip(batch, reference):
             np.testing.assert_array_equal(part, ref)
-    assert counted.calls == 200  # never called on a batch
+    assert counted.calls == 1 + 200  # one try under vmap (refused), then per element, never on a plain batch
     assert not np.any(expected[3][0][7]) and np.all(expected[3][0][[6, 8]].any(axis=(1, 2)))
     # The opt-in switch checks a later batch's first and last rows only (documented): it serves the batch call.
     counted.calls = 0
     sampled = list(_vectorizing(pipeline))
-    assert counted.calls == 13 + 16 + 2 * 12  # 13 batch calls, the first batch per element, 2 rows of the others
+    assert counted.calls == 13 + 16 + 2 * 12  # (vmap already refused at this node) 13 batch calls, the first batch per element, 2 rows of the others
     np.testing.assert_array_equal(sampled[3][0][7], x[3 * 16 + 7])
 
 
@@ -115,7 +117,7 @@ def test_map_vectorization_switch_reaches_a_filling_cache_and_survives_a_restore
     cached = _vectorizing(Dataset.from_tensor_slices((x, y)).map(counted, num_parallel_calls=AUTOTUNE).cache().batch(64))
     iterator = iter(cached)
     next(iterator)
-    assert counted.calls == 3 + 256 + 2 * 2  # 3 chunks (1,024 rows), a call each; 256 rows, then 2 per chunk, checked
+    assert counted.calls == 1 + 3 + 256 + 2 * 2  # a refused vmap try, 3 chunks (1,024 rows), a call each; 256 rows, then 2 per chunk, checked
     state = iterator.get_state()
     restored = iter(cached)
     restored.set_state(state)
