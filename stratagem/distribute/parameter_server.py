@@ -92,10 +92,12 @@ class ParameterServerStrategy(Strategy):
         refuse_compression(communication_options, "ParameterServerStrategy", "pushes gradients to its servers over gRPC")
         self._partitioner = variable_partitioner
         self._staleness = staleness
-        self._timeout_s = (communication_options or CommunicationOptions()).resolved_timeout_s()
+        # Bound of every call to a server and of every wait for a worker or the chief.
+        self.timeout_s = (communication_options or CommunicationOptions()).resolved_timeout_s()
         if worker_timeout_s is not None and worker_timeout_s <= 0:
             raise ValueError(f"worker_timeout_s must be positive. Received: worker_timeout_s={worker_timeout_s}")
-        self._worker_timeout_s = worker_timeout_s if worker_timeout_s is not None else number_from_env(
+        # A worker silent this long is declared dead and its steps rescheduled.
+        self.worker_timeout_s = worker_timeout_s if worker_timeout_s is not None else number_from_env(
             WORKER_TIMEOUT_ENV, DEFAULT_WORKER_TIMEOUT_S, meaning="how many seconds a worker may stay silent")
         self._modules: list[tuple[str, nn.Module]] = []
         self.cluster_coordinator: ClusterCoordinator | None = None  # the one ClusterCoordinator of this strategy, once made
@@ -104,42 +106,13 @@ class ParameterServerStrategy(Strategy):
         self._pulled_versions: dict[int, int] = {}
         super().__init__(cluster_resolver=cluster_resolver if cluster_resolver is not None else TFConfigClusterResolver())
 
-    # ---- what the coordinator and tests read ----------------------------------------
-    @property
-    def task_type(self) -> str:
-        return self._task_type
-
-    @property
-    def task_id(self) -> int:
-        return self._task_id
-
-    @property
-    def num_workers(self) -> int:
-        return self._num_workers
-
-    @property
-    def variables(self) -> ShardedVariables:
-        return self._variables
-
-    @property
-    def chief_address(self) -> str:
-        """``host:port`` of the chief, where the coordination service listens."""
-        return self._chief_address
-
-    @property
-    def credentials(self) -> Credentials:
-        """What this task's calls prove and its servers check: the job's secret (and TLS files), from the environment."""
-        return self._credentials
-
-    @property
-    def timeout_s(self) -> float:
-        """Bound of every call to a server and of every wait for a worker or the chief."""
-        return self._timeout_s
-
-    @property
-    def worker_timeout_s(self) -> float:
-        """A worker silent this long is declared dead and its steps rescheduled."""
-        return self._worker_timeout_s
+    # What the coordinator and tests read; set by _setup from the cluster (timeouts by __init__).
+    task_type: str
+    task_id: int
+    num_workers: int
+    variables: ShardedVariables
+    chief_address: str  # ``host:port`` of the chief, where the coordination service listens
+    credentials: Credentials  # what this task's calls prove and its servers check: the job's secret (and TLS files)
 
     def worker_input_context(self) -> InputContext:
         """This worker's place among the ``num_workers`` input pipelines (the chief counts as pipeline 0)."""
@@ -166,17 +139,17 @@ class ParameterServerStrategy(Strategy):
                 f"ParameterServerStrategy needs a cluster with 'chief', 'worker' and 'ps' jobs; this one lacks "
                 f"{missing}. Add them to TF_CONFIG's cluster (or run `stratagem run --ps P --workers W script.py`). "
                 f"Received: jobs={sorted(spec)}")
-        self._task_type, self._task_id = str(resolver.task_type), int(resolver.task_id or 0)
-        self._num_workers = len(spec[WORKER])
-        self._chief_address = spec[CHIEF][0]
-        self._credentials = Credentials.from_environ()
-        if self._task_type == PS:
+        self.task_type, self.task_id = str(resolver.task_type), int(resolver.task_id or 0)
+        self.num_workers = len(spec[WORKER])
+        self.chief_address = spec[CHIEF][0]
+        self.credentials = Credentials.from_environ()
+        if self.task_type == PS:
             from stratagem.distribute.ps.serve import serve
 
-            sys.exit(serve(spec[PS][self._task_id], name=f"ps {self._task_id}", credentials=self._credentials))
-        clients = [PSClient(address, timeout_s=self._timeout_s, name=f"ps {i} at {address}",
-                            credentials=self._credentials) for i, address in enumerate(spec[PS])]
-        self._variables = ShardedVariables(clients, self._partitioner)
+            sys.exit(serve(spec[PS][self.task_id], name=f"ps {self.task_id}", credentials=self.credentials))
+        clients = [PSClient(address, timeout_s=self.timeout_s, name=f"ps {i} at {address}",
+                            credentials=self.credentials) for i, address in enumerate(spec[PS])]
+        self.variables = ShardedVariables(clients, self._partitioner)
 
     @override
     def _wrap_module(self, module: nn.Module) -> nn.Module:
@@ -185,13 +158,13 @@ class ParameterServerStrategy(Strategy):
         named = {f"{prefix}/{name}": p for name, p in module.named_parameters()}
         for name, parameter in named.items():
             self._names[id(parameter)] = name
-        if self._task_type == CHIEF:
+        if self.task_type == CHIEF:
             # NOTE: the chief's initial values are the job's; its module already holds them.
-            self._variables.create({name: p.detach() for name, p in named.items()})
+            self.variables.create({name: p.detach() for name, p in named.items()})
             return module
         for name, parameter in named.items():
-            self._variables.place(name, tuple(parameter.shape), parameter.dtype)
-        self._variables.wait_until_created(list(named), self._timeout_s)
+            self.variables.place(name, tuple(parameter.shape), parameter.dtype)
+        self.variables.wait_until_created(list(named), self.timeout_s)
         self._pull_into(module, prefix)
         return module
 
@@ -227,32 +200,32 @@ class ParameterServerStrategy(Strategy):
 
     def capture_remote_state(self) -> list[torch.Tensor] | None:
         """On the chief: every server's snapshot (call between steps, e.g. after ``join``)."""
-        if self._task_type != CHIEF:
+        if self.task_type != CHIEF:
             return None
         self.pull_all()
         return [torch.frombuffer(bytearray(client.call_bytes("Snapshot", wire.encode({}, {}))), dtype=torch.uint8)
-                for client in self._variables.clients]
+                for client in self.variables.clients]
 
     def restore_remote_state(self, state: list[torch.Tensor] | None) -> None:
-        if self._task_type != CHIEF or state is None:
+        if self.task_type != CHIEF or state is None:
             return
-        if len(state) != len(self._variables.clients):
+        if len(state) != len(self.variables.clients):
             raise ConfigurationError(
                 f"The checkpoint holds the state of {len(state)} parameter servers, but this job has "
-                f"{len(self._variables.clients)}. Resume with the same number of ps tasks. "
+                f"{len(self.variables.clients)}. Resume with the same number of ps tasks. "
                 f"Received: {len(state)} snapshots")
-        for client, snapshot in zip(self._variables.clients, state):
+        for client, snapshot in zip(self.variables.clients, state):
             client.call_bytes("Restore", snapshot.numpy().tobytes())
         self.pull_all()
 
     @override
     def _input_context(self) -> InputContext:
-        worker = self._task_id if self._task_type == WORKER else 0
-        return InputContext(num_input_pipelines=self._num_workers, input_pipeline_id=worker, num_replicas_in_sync=1)
+        worker = self.task_id if self.task_type == WORKER else 0
+        return InputContext(num_input_pipelines=self.num_workers, input_pipeline_id=worker, num_replicas_in_sync=1)
 
     @override
     def _is_chief(self) -> bool:
-        return self._task_type == CHIEF
+        return self.task_type == CHIEF
 
     # ---- pulls and pushes --------------------------------------------------------------
     def pull_all(self) -> None:
@@ -262,7 +235,7 @@ class ParameterServerStrategy(Strategy):
 
     def _pull_into(self, module: nn.Module, prefix: str) -> None:
         named = {f"{prefix}/{name}": p for name, p in module.named_parameters()}
-        values, versions = self._variables.pull(list(named))
+        values, versions = self.variables.pull(list(named))
         with torch.no_grad():
             for name, parameter in named.items():
                 parameter.copy_(values[name].to(parameter.device))
@@ -287,8 +260,8 @@ class ParameterServerStrategy(Strategy):
         if self._staleness is not None:
             meta["staleness"] = self._staleness
         # A dropped (stale) or refused (already applied) push is counted by its server (Stats).
-        self._variables.push(gradients, meta, dict(self._pulled_versions) if step is not None else None)
+        self.variables.push(gradients, meta, dict(self._pulled_versions) if step is not None else None)
 
     def __repr__(self) -> str:
-        return (f"ParameterServerStrategy(task={self._task_type}:{self._task_id}, workers={self._num_workers}, "
-                f"ps={len(self._variables.clients)}, staleness={self._staleness})")
+        return (f"ParameterServerStrategy(task={self.task_type}:{self.task_id}, workers={self.num_workers}, "
+                f"ps={len(self.variables.clients)}, staleness={self._staleness})")
