@@ -96,9 +96,14 @@ def params(cases: list[Case]) -> list[object]:
 @pytest.fixture(scope="module")
 def keras_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A Keras cache (``$KERAS_HOME/datasets``) holding the bundled digits as mnist.npz and fashion-mnist/*.gz."""
+    return write_keras_home(tmp_path_factory.mktemp("keras_home"))
+
+
+def write_keras_home(home: Path, train_images: int | None = None) -> Path:
+    """Writes ``keras_home``'s files under ``home``: the first ``train_images`` training digits (all by default)."""
     (x_train, y_train), (x_test, y_test) = digits.load_data()
+    x_train, y_train = x_train[:train_images], y_train[:train_images]
     y_train, y_test = y_train.astype(np.uint8), y_test.astype(np.uint8)  # Keras's files hold uint8 labels
-    home = tmp_path_factory.mktemp("keras_home")
     fashion = home / "datasets" / "fashion-mnist"
     fashion.mkdir(parents=True)
     np.savez(home / "datasets" / "mnist.npz", x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test)
