@@ -88,6 +88,9 @@ def test_host_lost_mid_epoch_then_one_added_every_example_once(tmp_path: Path) -
         _kill_host(agents[2])
         _wait("steps on the 2 left", lambda: any(r["world_size"] == 2 for r in _records(tmp_path)), 120)
         agents.append(start(3))
+        _wait("steps on 3 workers again", lambda: len({r["attempt"] for r in _records(tmp_path)
+                                                        if r["world_size"] == 3}) >= 2, 120)
+        (tmp_path / "fast").touch()  # nothing left to do mid-epoch: the steps need not be slow any more
         for index in (0, 1, 3):
             assert agents[index].wait(timeout=240) == 0, (tmp_path / f"agent{index}.log").read_text()[-3000:]
     finally:

@@ -2,8 +2,9 @@
 
 argv: OUT EPOCHS DELAY_S. Each step appends {epoch, batch, attempt, rank,
 world_size, ids} to OUT/steps-RANK-PID.jsonl, where ``attempt`` is rank 0's
-start time (the same on every rank of one start); rank 0 writes the final
-accuracy to OUT/result.json. The last column of x is the example's id, which
+start time (the same on every rank of one start), then sleeps DELAY_S until
+the test writes OUT/fast (it has nothing left to do mid-epoch); rank 0 writes
+the final accuracy to OUT/result.json. The last column of x is the example's id, which
 the model reads off and ignores.
 """
 
@@ -55,7 +56,8 @@ class LogSteps(Callback):
         with open(os.path.join(out, f"steps-{rank}-{os.getpid()}.jsonl"), "a") as f:
             f.write(json.dumps(record) + "\n")
         net.seen = []
-        time.sleep(delay_s)  # a slow step, so the test can act mid-epoch
+        if not os.path.exists(os.path.join(out, "fast")):
+            time.sleep(delay_s)  # a slow step, so the test can act mid-epoch
 
 
 torch.manual_seed(0)
