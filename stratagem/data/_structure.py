@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from stratagem._nest import map_structure
+from stratagem.data._eager import plain_value
 
 
 def leaves(structure: Any) -> list[Any]:
@@ -81,7 +82,11 @@ def to_numpy(structure: Any) -> Any:
 
 
 def same_elements(a: Any, b: Any) -> bool:
-    """Whether two structures are the same: containers, keys, leaf types, dtypes, shapes and values (NaN == NaN)."""
+    """Whether two structures are the same: containers, keys, leaf types, dtypes, shapes and values (NaN == NaN).
+
+    A value a Python loop over a dataset gave (with TF's ``numpy()``) counts as its plain numpy value.
+    """
+    a, b = plain_value(a), plain_value(b)
     if isinstance(a, (tuple, list, dict)) or isinstance(b, (tuple, list, dict)):
         if type(a) is not type(b) or len(a) != len(b):
             return False

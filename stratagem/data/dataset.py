@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from stratagem._nest import map_structure
+from stratagem.data._eager import EagerIterator, eager_element, tf_numpy_value
 from stratagem.data._structure import spec_of, stack, to_numpy
 from stratagem.data.iterator import DatasetIterator, IndexIterator, IterContext, Pending
 from stratagem.data.options import AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Options
@@ -75,7 +76,8 @@ class Dataset(abc.ABC):
 
     # ---- iteration -------------------------------------------------------------
     def __iter__(self) -> DatasetIterator:
-        return self.iterator()
+        """A new iterator whose elements also have TF's ``numpy()`` (``for elem in dataset: elem.numpy()``)."""
+        return EagerIterator(self.iterator())
 
     def iterator(self, *, seed: int | None = None, epoch: int | None = None) -> DatasetIterator:
         """A new iterator; ``seed`` seeds random ops given no seed (every worker must pass the same)."""
@@ -101,7 +103,7 @@ class Dataset(abc.ABC):
         works), a 0-d string is Python ``bytes`` (``line.decode()``), and a
         batch of strings an ``object`` array of ``bytes``; other leaves are arrays.
         """
-        return (map_structure(_tf_numpy_leaf, to_numpy(element)) for element in self)
+        return (map_structure(_tf_numpy_leaf, to_numpy(element)) for element in self.iterator())
 
     def cardinality(self) -> int:
         """Number of elements, ``INFINITE_CARDINALITY`` (-1) or ``UNKNOWN_CARDINALITY`` (-2)."""
@@ -277,7 +279,7 @@ class Dataset(abc.ABC):
 
     def reduce(self, initial_state: Any, reduce_func: Callable[[Any, Any], Any]) -> Any:
         """Folds the elements into one value: ``state = reduce_func(state, element)`` from ``initial_state``."""
-        return reduce_dataset(self, initial_state, reduce_func)
+        return eager_element(reduce_dataset(self, initial_state, reduce_func))  # with numpy(), as TF's tensor
 
     def scan(self, initial_state: Any, scan_func: Callable[[Any, Any], Any]) -> Dataset:
         """Yields ``output`` of ``state, output = scan_func(state, element)``, the state carried along."""
@@ -370,8 +372,4 @@ from stratagem.data.ops.zip import ZipDataset  # noqa: E402
 
 def _tf_numpy_leaf(leaf: Any) -> Any:
     """One leaf of ``as_numpy_iterator`` as TF 2.21 gives it (checked against TF: scalars, bytes, object strings)."""
-    if not isinstance(leaf, np.ndarray):
-        return leaf  # bytes already
-    if leaf.dtype.kind == "S":  # strings are numpy bytes here; TF hands out Python bytes
-        return leaf.item() if leaf.ndim == 0 else leaf.astype(object)
-    return leaf[()] if leaf.ndim == 0 else leaf
+    return tf_numpy_value(leaf) if isinstance(leaf, np.ndarray) else leaf  # else bytes already
