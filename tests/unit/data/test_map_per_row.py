@@ -206,3 +206,22 @@ def test_a_real_error_raises_as_without_vectorisation() -> None:
     mapped = Dataset.range(6).map(lookup)
     with pytest.raises((IndexError, RuntimeError)):
         list(mapped.batch(6))
+
+
+def _round_trip_by_seven(img: Any, label: Any) -> tuple[Any, Any]:
+    """``img / 7.0 * 7.0`` is float64 on a numpy element (exact for every uint8) and float32 on a tensor, where 31,
+    61, 62 ... come back a hair below themselves and truncate to one less."""
+    return tf.cast(img / 7.0 * 7.0, tf.int32), tf.cast(label, tf.int64)
+
+
+def test_users_operator_on_a_numpy_born_input_is_computed_per_element_even_where_row_0_agrees() -> None:
+    x, y = _images(200)
+    x[:] = 10  # every pixel exact in float32 too: row 0 of every batch agrees with the element computed alone ...
+    x[3 * 16 + 7, 2, 3] = 31  # ... except one pixel of row 7 of batch 3
+    mapped = Dataset.from_tensor_slices((x, y)).map(_round_trip_by_seven)
+    got = list(mapped.batch(16))
+    assert mapped._row_calls is False  # the guard: `/` on the raw input in the user's code, not a stratagem.tf op
+    _assert_same_batches(got, list(_per_element(Dataset.from_tensor_slices((x, y)).map(_round_trip_by_seven).batch(16))))
+    assert int(got[3][0][7, 2, 3]) == 31
+    # Under vmap without the guard that pixel would be 30:
+    assert int(tf.cast(torch.from_numpy(x[55]) / 7.0 * 7.0, tf.int32)[2, 3]) == 30
