@@ -12,10 +12,7 @@ stratagem way.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 
 # The TensorFlow release whose API this namespace follows and was checked against (stratagem's own version is
 # stratagem.__version__): scripts that print or compare tf.__version__ see the API they were written for.
@@ -87,17 +84,7 @@ _LAZY_NAMES: dict[str, tuple[str, str]] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
-        module = importlib.import_module(_SUBMODULES[name])
-        globals()[name] = module
-        return module
-    if name in _LAZY_NAMES:
-        module_name, attribute = _LAZY_NAMES[name]
-        value = getattr(importlib.import_module(module_name), attribute)
-        globals()[name] = value
-        return value
-    raise missing_name("tf", name)
+__getattr__ = module_getattr("tf", _SUBMODULES, _LAZY_NAMES, cache=globals())
 
 
 def __dir__() -> list[str]:

@@ -6,6 +6,10 @@ namespace add their entries. A name without an entry gets the generic "not provi
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
 _GRAPH_REASON = ("TF 1 graph mode (sessions, placeholders, graphs, variable scopes) does not exist here: stratagem "
                  "runs eagerly on torch, as TF 2 does. Write the TF 2 form: call functions on tensors, make state "
                  "with tf.Variable or Keras layers, and use tf.function where TF 1 built a graph")
@@ -83,3 +87,25 @@ def missing_name(namespace: str, name: str) -> AttributeError:
     if hint is None:
         hint = "stratagem.tf does not provide it; see the README section 'TensorFlow code' for what it does provide"
     return AttributeError(f"module 'stratagem.tf' has no attribute {path!r}: {hint}")
+
+
+def module_getattr(namespace: str, *lazy: Mapping[str, str | tuple[str, str]],
+                   cache: dict[str, Any] | None = None) -> Callable[[str], Any]:
+    """The ``__getattr__`` of the module for ``namespace``: ``lazy``'s names imported on first use, refusals for the rest.
+
+    Each ``lazy`` table (read at each lookup, so entries added later count) maps a name to a module path, or to
+    ``(module path, attribute)``. A value found is put in ``cache`` (the module's ``globals()``), so later lookups
+    are plain ones. Any other name raises ``missing_name``'s ``AttributeError``.
+    """
+
+    def __getattr__(name: str) -> Any:
+        target = next((table[name] for table in lazy if name in table), None)
+        if target is None:
+            raise missing_name(namespace, name)
+        module = importlib.import_module(target if isinstance(target, str) else target[0])
+        value = module if isinstance(target, str) else getattr(module, target[1])
+        if cache is not None:
+            cache[name] = value
+        return value
+
+    return __getattr__

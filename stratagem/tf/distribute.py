@@ -11,7 +11,6 @@ stratagem runs on torch's devices (CPU, CUDA), not TPUs.
 
 from __future__ import annotations
 
-import importlib
 import types
 from typing import Any
 
@@ -41,16 +40,15 @@ from stratagem.distribute import (
 from stratagem.distribute.context import get_replica_context, in_cross_replica_context
 from stratagem.distribute.values import ReplicaContext, ValueContext
 from stratagem.errors import ConfigurationError
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 
 # TF's older name for the collective implementation (tf.distribute.experimental.CollectiveCommunication).
 CollectiveCommunication = CommunicationImplementation
 
 # Parameter-server pieces need grpcio (the "ps" extra): imported on first use, as stratagem.distribute does.
-_LAZY = {"ParameterServerStrategy": "stratagem.distribute.parameter_server",
-         "ClusterCoordinator": "stratagem.distribute.coordinator",
-         "RemoteValue": "stratagem.distribute.coordinator",
-         "PerWorkerValues": "stratagem.distribute.coordinator"}
+_PS_STRATEGY = {"ParameterServerStrategy": ("stratagem.distribute.parameter_server", "ParameterServerStrategy")}
+_COORDINATOR = {name: ("stratagem.distribute.coordinator", name)
+                for name in ("ClusterCoordinator", "RemoteValue", "PerWorkerValues")}
 
 
 def _refuse_tpu(name: str) -> ConfigurationError:
@@ -121,52 +119,32 @@ def _experimental_multi_worker(communication: CommunicationImplementation | str 
     return MultiWorkerMirroredStrategy(cluster_resolver=cluster_resolver, communication_options=communication_options)
 
 
-class _Namespace(types.ModuleType):
+def _namespace(name: str, names: dict[str, Any], lazy: dict[str, tuple[str, str]] | None = None) -> types.ModuleType:
     """A TF sub-namespace (``tf.distribute.experimental``): its names, lazily imported ones, and refusals."""
-
-    def __init__(self, name: str, names: dict[str, Any], lazy: dict[str, str] | None = None) -> None:
-        super().__init__(name)
-        self.__dict__.update(names)
-        self._lazy = dict(lazy or {})
-
-    def __getattr__(self, name: str) -> Any:
-        lazy = self.__dict__.get("_lazy", {})
-        if name in lazy:
-            return getattr(importlib.import_module(lazy[name]), name)
-        raise missing_name(self.__name__, name)
-
-    def __dir__(self) -> list[str]:
-        return sorted(n for n in self.__dict__ if not n.startswith("_")) + sorted(self.__dict__.get("_lazy", {}))
+    namespace = types.ModuleType(name)
+    namespace.__dict__.update(names, __getattr__=module_getattr(name, lazy or {}),
+                              __dir__=lambda: sorted(names) + sorted(lazy or {}))
+    return namespace
 
 
-cluster_resolver = _Namespace("tf.distribute.cluster_resolver", {
+cluster_resolver = _namespace("tf.distribute.cluster_resolver", {
     "ClusterResolver": ClusterResolver, "SimpleClusterResolver": SimpleClusterResolver,
     "TFConfigClusterResolver": TFConfigClusterResolver, "SlurmClusterResolver": SlurmClusterResolver,
     "TPUClusterResolver": TPUClusterResolver,
 })
 
-coordinator = _Namespace("tf.distribute.coordinator", {}, lazy={
-    "ClusterCoordinator": "stratagem.distribute.coordinator", "RemoteValue": "stratagem.distribute.coordinator",
-    "PerWorkerValues": "stratagem.distribute.coordinator",
-})
+coordinator = _namespace("tf.distribute.coordinator", {}, lazy=_COORDINATOR)
 
-experimental = _Namespace("tf.distribute.experimental", {
+experimental = _namespace("tf.distribute.experimental", {
     "CommunicationOptions": CommunicationOptions, "CommunicationImplementation": CommunicationImplementation,
     "CollectiveCommunication": CollectiveCommunication, "CentralStorageStrategy": CentralStorageStrategy,
     "MultiWorkerMirroredStrategy": _experimental_multi_worker, "TPUStrategy": TPUStrategy,
     "ValueContext": ValueContext, "coordinator": coordinator,
-    "partitioners": _Namespace("tf.distribute.experimental.partitioners", {
+    "partitioners": _namespace("tf.distribute.experimental.partitioners", {
         "FixedShardsPartitioner": FixedShardsPartitioner, "MaxSizePartitioner": MaxSizePartitioner,
         "MinSizePartitioner": MinSizePartitioner}),
-}, lazy={"ParameterServerStrategy": "stratagem.distribute.parameter_server"})
-
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise missing_name("tf.distribute", name)
-
+}, lazy=_PS_STRATEGY)
+__getattr__ = module_getattr("tf.distribute", _PS_STRATEGY, _COORDINATOR)
 
 __all__ = [
     "CentralStorageStrategy", "CollectiveCommunication", "CrossDeviceOps", "DistributedDataset",

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 
 
 class DType:
@@ -206,12 +206,8 @@ def torch_dtype(dtype: Any) -> torch.dtype:
     return resolved
 
 
-def __getattr__(name: str) -> Any:
-    if name in ("cast", "saturate_cast"):  # ops that import this module: resolved on use to avoid an import cycle
-        from stratagem.tf import _array_ops
-
-        return getattr(_array_ops, name)
-    raise missing_name("tf.dtypes", name)
+# cast and saturate_cast live in a module that imports this one: resolved on use, to avoid an import cycle.
+__getattr__ = module_getattr("tf.dtypes", {name: ("stratagem.tf._array_ops", name) for name in ("cast", "saturate_cast")})
 
 __all__ = [
     "DType", "as_dtype", "bfloat16", "bool", "cast", "complex128", "complex64", "double", "float16", "float32",

@@ -7,10 +7,8 @@ An exhausted iterator raises ``StopIteration``, as ``next()`` on TF 2's iterator
 
 from __future__ import annotations
 
-from typing import Any
-
 from stratagem.errors import DataLossError  # raised by TFRecordDataset for a damaged record, under TF's name
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 
 
 class OpError(Exception):
@@ -37,9 +35,6 @@ class UnimplementedError(OpError, NotImplementedError):
     """``tf.errors.UnimplementedError``."""
 
 
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.errors", name)
-
-
+__getattr__ = module_getattr("tf.errors")
 __all__ = ["AlreadyExistsError", "DataLossError", "InvalidArgumentError", "NotFoundError", "OpError", "OutOfRangeError",
            "UnimplementedError"]

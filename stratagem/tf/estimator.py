@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from stratagem.estimator import (
     Estimator,
     EstimatorSpec,
@@ -13,11 +11,7 @@ from stratagem.estimator import (
     TrainSpec,
     train_and_evaluate,
 )
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 
-
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.estimator", name)
-
-
+__getattr__ = module_getattr("tf.estimator")
 __all__ = ["Estimator", "EstimatorSpec", "EvalSpec", "ModeKeys", "RunConfig", "TrainSpec", "train_and_evaluate"]

@@ -10,7 +10,7 @@ import torch
 
 from stratagem import image as _image
 from stratagem.tf import dtypes
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 from stratagem.tf._tensor import tensor
 
 decode_image = _image.decode_image
@@ -89,10 +89,7 @@ def rot90(image: Any, k: int = 1, name: str | None = None) -> torch.Tensor:
     return torch.rot90(tensor(image), int(k), dims=(-3, -2))
 
 
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.image", name)
-
-
+__getattr__ = module_getattr("tf.image")
 __all__ = [
     "ResizeMethod", "convert_image_dtype", "decode_image", "decode_jpeg", "decode_png", "flip_left_right",
     "flip_up_down", "random_flip_left_right", "resize", "resize_images", "rot90",

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 from stratagem.tf._tensor import operands, tensor
 
 
@@ -40,8 +40,5 @@ def diag_part(input: Any, name: str = "diag_part") -> torch.Tensor:  # noqa: A00
     return torch.diagonal(tensor(input), dim1=-2, dim2=-1)
 
 
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.linalg", name)
-
-
+__getattr__ = module_getattr("tf.linalg")
 __all__ = ["diag_part", "matmul", "matrix_transpose", "norm"]

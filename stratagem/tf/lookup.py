@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from stratagem.lookup import KeyValueTensorInitializer, StaticHashTable
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 
-
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.lookup", name)
-
-
+__getattr__ = module_getattr("tf.lookup")
 __all__ = ["KeyValueTensorInitializer", "StaticHashTable"]

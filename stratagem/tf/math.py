@@ -17,7 +17,7 @@ import torch
 
 from stratagem.tf import dtypes
 from stratagem.tf._array_ops import add_n
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 from stratagem.tf._tensor import convert, operands, tensor
 
 
@@ -264,10 +264,7 @@ def confusion_matrix(labels: Any, predictions: Any, num_classes: int | None = No
     return matrix.index_add_(0, truth * size + guess, counts.to(target)).reshape(size, size)
 
 
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.math", name)
-
-
+__getattr__ = module_getattr("tf.math")
 __all__ = [
     "abs", "add", "add_n", "argmax", "argmin", "ceil", "confusion_matrix", "cos", "count_nonzero", "cumsum",
     "divide", "divide_no_nan", "equal", "erf", "exp", "floor", "floordiv", "floormod", "greater", "greater_equal",

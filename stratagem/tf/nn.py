@@ -16,7 +16,7 @@ from stratagem.distribute import context
 from stratagem.nn import compute_average_loss
 from stratagem.tf import math as tf_math
 from stratagem.tf._array_ops import gather
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 from stratagem.tf._tensor import operands, tensor
 
 sigmoid = tf_math.sigmoid
@@ -131,10 +131,7 @@ def scale_regularization_loss(regularization_loss: Any) -> torch.Tensor:
     return total / context.get_strategy().num_replicas_in_sync
 
 
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.nn", name)
-
-
+__getattr__ = module_getattr("tf.nn")
 __all__ = [
     "bias_add", "compute_average_loss", "dropout", "elu", "embedding_lookup", "gelu", "l2_loss", "l2_normalize",
     "leaky_relu", "log_softmax", "moments", "relu", "relu6", "scale_regularization_loss", "selu", "sigmoid",

@@ -17,7 +17,7 @@ import torch
 from stratagem.data.seed import set_seed
 from stratagem.tf import dtypes
 from stratagem.tf._array_ops import _dims
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 from stratagem.tf._tensor import tensor
 
 # NOTE: one generator per op-level seed, so two calls with seed=1 continue one sequence as TF's seeded ops do.
@@ -75,8 +75,5 @@ def categorical(logits: Any, num_samples: int, dtype: Any = dtypes.int64, seed: 
     return draws.to(dtypes.torch_dtype(dtype))
 
 
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.random", name)
-
-
+__getattr__ = module_getattr("tf.random")
 __all__ = ["categorical", "normal", "set_seed", "shuffle", "truncated_normal", "uniform"]

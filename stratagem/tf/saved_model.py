@@ -17,7 +17,7 @@ import torch
 from stratagem.distribute import context
 from stratagem.models.model import Model
 from stratagem.models.saving import LoadedModel, load_model, save_model
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 
 
 class SaveOptions:
@@ -86,8 +86,5 @@ def _exportable(obj: Any) -> tuple[Model, Any]:
     return Model(obj), examples[0] if len(examples) == 1 else examples
 
 
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.saved_model", name)
-
-
+__getattr__ = module_getattr("tf.saved_model")
 __all__ = ["LoadOptions", "SaveOptions", "contains_saved_model", "load", "save"]

@@ -14,7 +14,7 @@ import torch
 
 from stratagem.strings import split
 from stratagem.tf import dtypes
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 from stratagem.tf._tensor import convert
 
 
@@ -73,8 +73,5 @@ def _as_strings(value: Any) -> Any:
     return value if isinstance(value, bytes) else np.asarray(value.tolist(), dtype=np.bytes_)
 
 
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.strings", name)
-
-
+__getattr__ = module_getattr("tf.strings")
 __all__ = ["join", "length", "lower", "split", "strip", "substr", "to_number", "upper"]

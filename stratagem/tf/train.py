@@ -15,7 +15,7 @@ from typing import Any
 
 from stratagem import train as _train
 from stratagem.distribute import ClusterSpec
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 from stratagem.train import *  # noqa: F403  (stratagem.train's names are tf.train's: Checkpoint, Example, ...)
 
 
@@ -60,8 +60,5 @@ def AdamOptimizer(learning_rate: float = 0.001, beta1: float = 0.9, beta2: float
                                     name=name)
 
 
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.train", name)
-
-
+__getattr__ = module_getattr("tf.train")
 __all__ = [*_train.__all__, "AdamOptimizer", "ClusterSpec", "GradientDescentOptimizer", "MomentumOptimizer"]

@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from stratagem.tf._refusal import module_getattr
 
-from stratagem.tf._refusal import missing_name
-
-
-def __getattr__(name: str) -> Any:
-    if name == "v1":
-        return importlib.import_module("stratagem.tf.compat.v1")
-    if name == "v2":
-        return importlib.import_module("stratagem.tf")
-    raise missing_name("tf.compat", name)
+__getattr__ = module_getattr("tf.compat", {"v1": "stratagem.tf.compat.v1", "v2": "stratagem.tf"})
 
 
 def __dir__() -> list[str]:

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 from stratagem.tf._warn_once import warn_once
 from stratagem.tf.config import experimental, optimizer, threading
 
@@ -104,10 +104,7 @@ def functions_run_eagerly() -> bool:
     return True
 
 
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.config", name)
-
-
+__getattr__ = module_getattr("tf.config")
 __all__ = [
     "LogicalDevice", "LogicalDeviceConfiguration", "PhysicalDevice", "experimental", "functions_run_eagerly",
     "get_logical_device_configuration", "get_soft_device_placement", "get_visible_devices", "list_logical_devices",

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 from stratagem.tf._warn_once import warn_once
 
 
@@ -42,43 +42,20 @@ def disable_op_determinism() -> None:
     torch.use_deterministic_algorithms(False)
 
 
-def _config() -> Any:
-    import stratagem.tf.config as config
-
-    return config
-
-
-def list_physical_devices(device_type: str | None = None) -> list[Any]:
-    return _config().list_physical_devices(device_type)  # type: ignore[no-any-return]
+def set_synchronous_execution(enable: bool) -> None:
+    warn_once("set_synchronous_execution", "set_synchronous_execution changes nothing here: torch's CPU ops run "
+              "synchronously.")
 
 
-def list_logical_devices(device_type: str | None = None) -> list[Any]:
-    return _config().list_logical_devices(device_type)  # type: ignore[no-any-return]
-
-
-def get_visible_devices(device_type: str | None = None) -> list[Any]:
-    return _config().get_visible_devices(device_type)  # type: ignore[no-any-return]
-
-
-def set_visible_devices(devices: Any, device_type: str | None = None) -> None:
-    _config().set_visible_devices(devices, device_type)
-
-
-def set_virtual_device_configuration(device: Any, logical_devices: Any) -> None:
-    _config().set_logical_device_configuration(device, logical_devices)
-
-
-def VirtualDeviceConfiguration(memory_limit: int | None = None, **kwargs: Any) -> Any:  # noqa: N802 (TF's name)
-    return _config().LogicalDeviceConfiguration(memory_limit)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "set_synchronous_execution":
-        warn_once(name, "set_synchronous_execution changes nothing here: torch's CPU ops run synchronously.")
-        return lambda enable: None
-    raise missing_name("tf.config.experimental", name)
-
-
+# tf.config's names under their older spellings (as in TF, the same objects); tf.config imports this module, so
+# they resolve on use.
+_TF_CONFIG: dict[str, tuple[str, str]] = {
+    **{name: ("stratagem.tf.config", name)
+       for name in ("list_physical_devices", "list_logical_devices", "get_visible_devices", "set_visible_devices")},
+    "set_virtual_device_configuration": ("stratagem.tf.config", "set_logical_device_configuration"),
+    "VirtualDeviceConfiguration": ("stratagem.tf.config", "LogicalDeviceConfiguration"),
+}
+__getattr__ = module_getattr("tf.config.experimental", _TF_CONFIG)
 __all__ = [
     "VirtualDeviceConfiguration", "disable_op_determinism", "enable_op_determinism", "get_memory_growth",
     "get_memory_info", "get_visible_devices", "list_logical_devices", "list_physical_devices", "set_memory_growth",

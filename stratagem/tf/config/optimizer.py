@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 from stratagem.tf._warn_once import warn_once
 
 
@@ -28,8 +28,5 @@ def get_experimental_options() -> dict[str, Any]:
     return {}
 
 
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.config.optimizer", name)
-
-
+__getattr__ = module_getattr("tf.config.optimizer")
 __all__ = ["get_experimental_options", "get_jit", "set_experimental_options", "set_jit"]

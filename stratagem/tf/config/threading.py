@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import torch
 
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 from stratagem.tf._warn_once import warn_once
 
 
@@ -33,9 +32,6 @@ def set_inter_op_parallelism_threads(num_threads: int) -> None:
                   f"fixes its inter-op pool at its first parallel op ({error}). Call it at the start of the program.")
 
 
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.config.threading", name)
-
-
+__getattr__ = module_getattr("tf.config.threading")
 __all__ = ["get_inter_op_parallelism_threads", "get_intra_op_parallelism_threads",
            "set_inter_op_parallelism_threads", "set_intra_op_parallelism_threads"]

@@ -6,25 +6,17 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from stratagem.tf._refusal import module_getattr
 
-from stratagem.tf._refusal import missing_name
-
-_SUBMODULES = {
+_NAMES: dict[str, str | tuple[str, str]] = {
     "distribute": "stratagem.tf.contrib.distribute",
     "data": "stratagem.tf.contrib.data",
     "lookup": "stratagem.tf.contrib.lookup",
+    # the seeds' prose spells it tf.contrib.MirroredStrategy
+    "MirroredStrategy": ("stratagem.tf.contrib.distribute", "MirroredStrategy"),
 }
-
-
-def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
-        return importlib.import_module(_SUBMODULES[name])
-    if name == "MirroredStrategy":  # the seeds' prose spells it tf.contrib.MirroredStrategy
-        return importlib.import_module(_SUBMODULES["distribute"]).MirroredStrategy
-    raise missing_name("tf.contrib", name)
+__getattr__ = module_getattr("tf.contrib", _NAMES)
 
 
 def __dir__() -> list[str]:
-    return sorted([*_SUBMODULES, "MirroredStrategy"])
+    return sorted(_NAMES)

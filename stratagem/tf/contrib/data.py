@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from stratagem.data.experimental import map_and_batch, shuffle_and_repeat
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 
-
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.contrib.data", name)
-
-
+__getattr__ = module_getattr("tf.contrib.data")
 __all__ = ["map_and_batch", "shuffle_and_repeat"]

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from stratagem import distribute
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 from stratagem.tf._warn_once import warn_once
 
 
@@ -33,8 +33,5 @@ def MirroredStrategy(devices: list[str] | None = None, num_gpus: int | None = No
     return distribute.MirroredStrategy(num_replicas=count)
 
 
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.contrib.distribute", name)
-
-
+__getattr__ = module_getattr("tf.contrib.distribute")
 __all__ = ["MirroredStrategy"]

@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from stratagem.lookup import index_table_from_tensor
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 
-
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.contrib.lookup", name)
-
-
+__getattr__ = module_getattr("tf.contrib.lookup")
 __all__ = ["index_table_from_tensor"]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from stratagem.data import (
     AUTOTUNE,
     INFINITE_CARDINALITY,
@@ -13,13 +11,9 @@ from stratagem.data import (
     TextLineDataset,
     TFRecordDataset,
 )
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 from stratagem.tf.data import experimental
 
-
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.data", name)
-
-
+__getattr__ = module_getattr("tf.data")
 __all__ = ["AUTOTUNE", "Dataset", "INFINITE_CARDINALITY", "Options", "TFRecordDataset", "TextLineDataset",
            "UNKNOWN_CARDINALITY", "experimental"]

@@ -8,7 +8,7 @@ from stratagem.data import AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, 
 from stratagem.data.experimental import map_and_batch, shuffle_and_repeat
 from stratagem.data.ops.counter import CounterDataset
 from stratagem.data.options import AutotuneOptions, DistributeOptions, OptimizationOptions
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 
 
 def cardinality(dataset: Dataset) -> int:
@@ -32,10 +32,7 @@ sample_from_datasets = Dataset.sample_from_datasets
 choose_from_datasets = Dataset.choose_from_datasets
 
 
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.data.experimental", name)
-
-
+__getattr__ = module_getattr("tf.data.experimental")
 __all__ = [
     "AUTOTUNE", "AutoShardPolicy", "AutotuneOptions", "Counter", "DistributeOptions", "INFINITE_CARDINALITY",
     "OptimizationOptions", "UNKNOWN_CARDINALITY", "cardinality", "choose_from_datasets", "map_and_batch",

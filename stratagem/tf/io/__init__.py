@@ -17,7 +17,7 @@ from stratagem.io import (
     parse_single_example,
     read_file,
 )
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 from stratagem.tf.io import gfile
 from stratagem.tf.image import decode_image, decode_jpeg, decode_png
 
@@ -29,10 +29,7 @@ def write_file(filename: Any, contents: bytes | str, name: str | None = None) ->
         file.write(contents.encode() if isinstance(contents, str) else bytes(contents))
 
 
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.io", name)
-
-
+__getattr__ = module_getattr("tf.io")
 __all__ = ["FixedLenFeature", "FixedLenSequenceFeature", "TFRecordOptions", "TFRecordWriter", "VarLenFeature",
            "decode_image", "decode_jpeg", "decode_png", "decode_raw", "gfile", "parse_example", "parse_single_example",
            "read_file", "write_file"]

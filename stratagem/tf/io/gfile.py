@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Iterator
 from typing import IO, Any
 
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 from stratagem.tf.errors import AlreadyExistsError, NotFoundError
 
 
@@ -150,9 +150,6 @@ def stat(path: Any) -> Any:
     return os.stat(_must_exist(_path(path)))
 
 
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.io.gfile", name)
-
-
+__getattr__ = module_getattr("tf.io.gfile")
 __all__ = ["GFile", "Open", "copy", "exists", "glob", "isdir", "join", "listdir", "makedirs", "mkdir", "remove",
            "rename", "rmtree", "stat", "walk"]

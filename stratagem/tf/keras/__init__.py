@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any
 
 import stratagem  # noqa: F401  (sets KERAS_BACKEND=torch when Keras is not imported yet)
 from stratagem.models.keras_internals import install_channels_last_layout
@@ -32,7 +31,7 @@ from keras import (  # noqa: E402
     StatelessScope, Variable, device, name_scope, version,
 )
 
-from stratagem.tf._refusal import ALTERNATIVES, missing_name  # noqa: E402
+from stratagem.tf._refusal import ALTERNATIVES, module_getattr  # noqa: E402
 from stratagem.tf.keras._models import Model, Sequential  # noqa: E402
 
 # Keras 3's namespaces, as they are: `import stratagem.tf.keras.layers` and `tf.keras.layers.Dense` both resolve.
@@ -62,14 +61,7 @@ ALTERNATIVES.update({
 
 # Namespaces with stratagem's behaviour in them: loaded on first use.
 _OWN_NAMESPACES = ("callbacks", "datasets", "estimator", "losses", "mixed_precision", "models", "optimizers")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _OWN_NAMESPACES:
-        module = importlib.import_module(f"{__name__}.{name}")
-        globals()[name] = module
-        return module
-    raise missing_name("tf.keras", name)
+__getattr__ = module_getattr("tf.keras", {name: f"{__name__}.{name}" for name in _OWN_NAMESPACES}, cache=globals())
 
 
 def __dir__() -> list[str]:

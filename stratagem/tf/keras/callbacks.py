@@ -12,20 +12,15 @@ position and RNG state. Keras's own classes stay at ``keras.callbacks``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from keras.callbacks import Callback, CallbackList, RemoteMonitor, SwapEMAWeights
 
 from stratagem.callbacks import (
     BackupAndRestore, CSVLogger, EarlyStopping, History, LambdaCallback, LearningRateScheduler, ModelCheckpoint,
     ProgbarLogger, ReduceLROnPlateau, TensorBoard, TerminateOnNaN,
 )
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 
 __all__ = ["BackupAndRestore", "CSVLogger", "Callback", "CallbackList", "EarlyStopping", "History", "LambdaCallback",
            "LearningRateScheduler", "ModelCheckpoint", "ProgbarLogger", "ReduceLROnPlateau", "RemoteMonitor",
            "SwapEMAWeights", "TensorBoard", "TerminateOnNaN"]
-
-
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.keras.callbacks", name)
+__getattr__ = module_getattr("tf.keras.callbacks")

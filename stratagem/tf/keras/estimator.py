@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from stratagem.estimator import model_to_estimator
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 
 __all__ = ["model_to_estimator"]
-
-
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.keras.estimator", name)
+__getattr__ = module_getattr("tf.keras.estimator")

@@ -8,11 +8,9 @@ takes, so a loss made with it is the Keras 3 loss a user of ``keras`` would make
 
 from __future__ import annotations
 
-from typing import Any
-
 from keras.losses import *  # noqa: F403  (every public Keras 3 loss, as tf.keras.losses has them)
 
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 
 
 class Reduction:
@@ -26,7 +24,4 @@ class Reduction:
     @classmethod
     def all(cls) -> tuple[str, ...]:
         return (cls.AUTO, cls.NONE, cls.SUM, cls.SUM_OVER_BATCH_SIZE)
-
-
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.keras.losses", name)
+__getattr__ = module_getattr("tf.keras.losses")

@@ -8,13 +8,8 @@ does (``stratagem.mixed_precision``).
 
 from __future__ import annotations
 
-from typing import Any
-
 from stratagem.mixed_precision import DTypePolicy, LossScaleOptimizer, Policy, global_policy, set_global_policy
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 
 __all__ = ["DTypePolicy", "LossScaleOptimizer", "Policy", "global_policy", "set_global_policy"]
-
-
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.keras.mixed_precision", name)
+__getattr__ = module_getattr("tf.keras.mixed_precision")

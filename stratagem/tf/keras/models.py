@@ -17,7 +17,7 @@ import keras
 
 from stratagem.models import saving
 from stratagem.models.keras_saving import MODEL_SUFFIXES
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 from stratagem.tf.keras._models import Model, Sequential
 
 __all__ = ["Model", "Sequential", "clone_model", "load_model", "model_from_json", "save_model"]
@@ -41,7 +41,4 @@ def load_model(filepath: Any, custom_objects: dict[str, Any] | None = None, comp
 def save_model(model: Any, filepath: Any, overwrite: bool = True, **kwargs: Any) -> None:
     """``model.save(filepath)``: Keras's file for ``.keras``/``.h5``, else stratagem's folder (the chief writes)."""
     model.save(filepath, overwrite=overwrite, **kwargs)
-
-
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.keras.models", name)
+__getattr__ = module_getattr("tf.keras.models")

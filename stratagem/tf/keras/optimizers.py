@@ -8,13 +8,9 @@ settable). Used in a custom loop, it is Keras's own (``apply_gradients``).
 
 from __future__ import annotations
 
-from typing import Any
-
 from keras.optimizers import *  # noqa: F403  (Keras 3's optimizers, as they are)
 from keras.optimizers import schedules  # noqa: F401
 
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 
-
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.keras.optimizers", name)
+__getattr__ = module_getattr("tf.keras.optimizers")

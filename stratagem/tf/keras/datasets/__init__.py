@@ -9,13 +9,8 @@ runs code from the file (``stratagem/datasets/keras_cache.py``).
 
 from __future__ import annotations
 
-from typing import Any
-
-from stratagem.tf._refusal import missing_name
+from stratagem.tf._refusal import module_getattr
 from stratagem.tf.keras.datasets import fashion_mnist, mnist
 
 __all__ = ["fashion_mnist", "mnist"]
-
-
-def __getattr__(name: str) -> Any:
-    raise missing_name("tf.keras.datasets", name)
+__getattr__ = module_getattr("tf.keras.datasets")
