@@ -11,9 +11,12 @@ that names it.
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import re
 import shutil
+import sys
 import tempfile
 import zipfile
 from collections.abc import Callable
@@ -63,7 +66,7 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[str], None]) -> 
 
 # Names of temporaries: mkstemp's ``.<name>.<8 chars>.tmp`` above; safetensors' own ``.tmp<6 letters or digits>``
 # (it writes one and renames it over ours: a kill in between leaves it); save_model's ``<name>.tmp-<16 hex>``
-# folders; and (folders only) the sharded checkpoints' ``.<name>.partial`` and ``.<name>.old`` (checkpoint.sharded).
+# folders; and (folders only) the sharded checkpoints' ``.<name>.partial`` and replace_folder's ``.<name>.old``.
 _TEMPORARY = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$|^\.tmp[A-Za-z0-9]{6}$|^.+\.tmp-[0-9a-f]{16}$")
 _TEMPORARY_FOLDER = re.compile(r"^\..+\.(partial|old)$")
 
@@ -182,6 +185,47 @@ def _is_checkpoint(path: Path) -> bool:
             return any(name.endswith("/data.pkl") for name in archive.namelist())  # torch.save's layout
     except (OSError, zipfile.BadZipFile):
         return False
+
+
+def replace_folder(finished: Path, target: Path, *, started_ns: int) -> None:
+    """Renames the finished folder ``finished`` to ``target``; what was at ``target`` is deleted.
+
+    Then deletes the temporaries beside it that writes killed before ``started_ns`` left.
+
+    Readers see the old folder or the new one, never neither (Linux ``renameat2``);
+    elsewhere there is a moment with no folder at ``target``, and a crash then leaves
+    the old one whole at ``.<name>.old`` (deleted by ``remove_stale_temporaries``).
+    """
+    if not os.path.lexists(target):
+        os.replace(finished, target)
+    elif _exchange(finished, target):
+        shutil.rmtree(finished)  # now the old folder
+    else:
+        old = target.parent / f".{target.name}.old"
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(target, old)
+        os.replace(finished, target)
+        shutil.rmtree(old)
+    fsync_path(target.parent)
+    remove_stale_temporaries(target.parent, before_ns=started_ns)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swaps two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # a libc without it (glibc < 2.28, musl)
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):  # kernel or file system without it
+        return False
+    raise OSError(code, os.strerror(code), str(b))
 
 
 def fsync_path(path: str | os.PathLike[str]) -> None:

@@ -33,7 +33,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from typing_extensions import override
 
 from stratagem._torch_internals import DCP_METADATA_FILE, dcp_metadata_file
-from stratagem.checkpoint.io import fsync_path, remove_stale_temporaries
+from stratagem.checkpoint.io import fsync_path, replace_folder
 from stratagem.checkpoint.unpickling import refused, unpickle
 from stratagem.errors import CheckpointError
 
@@ -209,14 +209,7 @@ def _commit(partial: Path, target: Path, *, started_ns: int) -> None:
     for path in partial.iterdir():  # DCP's writer fsyncs its data files; make sure of every file and the folder
         fsync_path(path)
     fsync_path(partial)
-    old = target.parent / f".{target.name}.old"
-    if target.exists():  # a folder cannot be renamed over a full one: move the old aside first
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(target, old)
-    os.replace(partial, target)
-    fsync_path(target.parent)
-    shutil.rmtree(old, ignore_errors=True)
-    remove_stale_temporaries(target.parent, before_ns=started_ns)
+    replace_folder(partial, target, started_ns=started_ns)
 
 
 def _then_commit(written: Any, partial: Path, target: Path, *, chief: bool,

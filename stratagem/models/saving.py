@@ -21,8 +21,6 @@ never yields a folder that ``load_model`` refuses.
 from __future__ import annotations
 
 import copy
-import ctypes
-import errno
 import io
 import json
 import os
@@ -229,13 +227,11 @@ def _write_atomically(model: Model, spec: InputSpec, target: Path) -> None:
         _write_folder(model, spec, tmp)
         for hook in checkpoint_io._BEFORE_RENAME_HOOK:  # tests inject a crash between write and rename
             hook(str(tmp))
-        _swap_into_place(tmp, target)
+        checkpoint_io.replace_folder(tmp, target, started_ns=started)
     except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
         checkpoint_io.raise_if_disk_full(err, target)
         raise
-    checkpoint_io.fsync_path(target.parent)
-    checkpoint_io.remove_stale_temporaries(target.parent, before_ns=started)  # left by killed saves
 
 
 def _write_folder(model: Model, spec: InputSpec, folder: Path) -> None:
@@ -313,43 +309,6 @@ def _check_replaceable(target: Path) -> None:
         f"{str(target)!r} exists and is not a model saved by save_model, so it was not replaced (its contents "
         f"would be lost). Pass a new path, or remove it first. Received: filepath={str(target)!r}"
     )
-
-
-def _swap_into_place(tmp: Path, target: Path) -> None:
-    """Renames the finished folder ``tmp`` to ``target``; an earlier save there is deleted."""
-    if not os.path.lexists(target):
-        os.replace(tmp, target)  # atomic: readers see no folder, or all of the new one
-        return
-    if _exchange(tmp, target):  # atomic: readers see the old folder or the new one, never neither
-        shutil.rmtree(tmp)  # now the old save
-        return
-    # NOTE: without renameat2 there is a moment with no folder at target; a crash then
-    # leaves the previous save whole at ``old``.
-    old = Path(f"{target}.old-{secrets.token_hex(8)}")
-    os.replace(target, old)
-    os.replace(tmp, target)
-    shutil.rmtree(old)
-
-
-_AT_FDCWD = -100
-_RENAME_EXCHANGE = 2
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Swaps two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):  # a libc without it (glibc < 2.28, musl)
-        return False
-    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
-        return True
-    code = ctypes.get_errno()
-    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):  # kernel or file system without it
-        return False
-    raise OSError(code, os.strerror(code), str(b))
 
 
 # ---- reading -----------------------------------------------------------------------

@@ -208,7 +208,7 @@ def test_input_example_or_a_call_gives_the_input_shapes(tmp_path: Path) -> None:
 @pytest.mark.parametrize("atomic_exchange", [True, False])
 def test_save_replaces_an_earlier_save(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, atomic_exchange: bool) -> None:
     if not atomic_exchange:  # platforms without renameat2 take the two-rename path
-        monkeypatch.setattr(saving, "_exchange", lambda a, b: False)
+        monkeypatch.setattr(checkpoint_io, "_exchange", lambda a, b: False)
     model, x = _called_mlp(), _data("mlp")[0]
     model.save(str(tmp_path / "saved"))
     with torch.no_grad():
