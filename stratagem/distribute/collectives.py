@@ -221,24 +221,28 @@ def _shape_of(header: torch.Tensor) -> str:
 
 
 @contextlib.contextmanager
-def collective_errors(operation: str, *, timeout_s: float) -> Iterator[None]:
+def collective_errors(operation: str, *, timeout_s: float | None, tag: str | None = None) -> Iterator[None]:
     """Turns a backend's failure of a collective into an error naming the operation, this rank and the peers to blame.
 
     A timeout becomes ``CollectiveTimeoutError``, a closed connection a
     ``CollectiveError``; both name (with their hosts) the ranks that did not answer,
     or that had already finished their program. Each call of an operation gets
-    the same probe tag on every rank (ranks call collectives in the same order).
+    the same probe tag on every rank (ranks call collectives in the same order),
+    or ``tag`` where given. ``timeout_s=None``: around a step, whose collectives
+    (DDP's gradient all-reduce in backward) run under the group's timeout; errors
+    of the step's own code then pass unchanged.
     """
-    tag = _next_tag(operation)
+    tag = tag or _next_tag(operation)
     try:
         yield
     except (CollectiveTimeoutError, CollectiveError):
         raise  # diagnosed already
     except (RuntimeError, dist.DistError) as err:
-        text = str(err).lower()
-        if not any(word in text for word in _COMMUNICATION_WORDS):
-            raise RuntimeError(f"[{_this_rank()}] {operation} failed: {err}") from err
-        raise _diagnosed(err, operation, tag=tag, timeout_s=timeout_s).error() from err
+        if dist.is_initialized() and any(word in str(err).lower() for word in _COMMUNICATION_WORDS):
+            raise _diagnosed(err, operation, tag=tag, timeout_s=timeout_s).error() from err
+        if timeout_s is None:
+            raise
+        raise RuntimeError(f"[{_this_rank()}] {operation} failed: {err}") from err
 
 
 def _next_tag(operation: str) -> str:
@@ -252,25 +256,6 @@ _calls: dict[str, int] = {}
 # Words of gloo's and NCCL's errors: a collective failed, rather than the user's code in the step.
 _COMMUNICATION_WORDS = ("gloo", "nccl", "connection closed by peer", "connection reset by peer", "timed out",
                         "timeout", "broken pipe", "closed by peer")
-
-
-@contextlib.contextmanager
-def step_collective_errors(operation: str, *, tag: str | None = None) -> Iterator[None]:
-    """Names the unresponsive ranks when a collective inside a step fails (DDP's gradient all-reduce in backward).
-
-    As ``collective_errors``, with ``tag`` given (the same on every rank), or counted
-    per ``operation`` as there; errors of the step's own code pass unchanged.
-    """
-    tag = tag or _next_tag(operation)
-    try:
-        yield
-    except (CollectiveTimeoutError, CollectiveError):
-        raise  # a collective of ours inside the step diagnosed it
-    except (RuntimeError, dist.DistError) as err:
-        text = str(err).lower()
-        if not dist.is_initialized() or not any(word in text for word in _COMMUNICATION_WORDS):
-            raise
-        raise _diagnosed(err, operation, tag=tag, timeout_s=None).error() from err
 
 
 @contextlib.contextmanager
@@ -380,19 +365,23 @@ def _finished_ranks(world_size: int) -> list[int]:
                                          if store.check([_FINISHED_KEY.format(rank=r)])]) or [])
 
 
-def _store_answer(ask: Callable[[], list[int]]) -> list[int] | None:
-    """``ask()`` of the store within 2 s, on a thread (as in _unresponsive_peers: the store may not answer); None if not."""
+def _store_answer(ask: Callable[[], list[int]], *, within_s: float = 2.0) -> list[int] | None:
+    """``ask()`` of the store within ``within_s``, on a thread; None if it does not answer by then.
+
+    NOTE: on a thread with a deadline: a store request to a stopped rank 0 (which serves the store)
+    blocks without timing out, and this process must still report and exit.
+    """
     found: list[list[int]] = []
 
     def run() -> None:
         try:
             found.append(ask())
-        except (RuntimeError, dist.DistError):
+        except (RuntimeError, dist.DistError):  # the store's server is gone
             pass
 
     asking = threading.Thread(target=run, daemon=True)
     asking.start()
-    asking.join(2.0)
+    asking.join(within_s)
     return found[0] if found else None
 
 
@@ -405,28 +394,19 @@ def _unresponsive_peers(rank: int, world_size: int, *, tag: str, wait_s: float) 
     if store is None:
         return None
     keys = [f"stratagem/failed/{tag}/{r}" for r in range(world_size)]
-    found: list[list[int]] = []
 
-    def ask() -> None:
+    def ask() -> list[int]:
         deadline = time.monotonic() + wait_s
-        try:
-            store.set(keys[rank], "1")
-            while True:
-                missing = [r for r in range(world_size) if r != rank and not store.check([keys[r]])]
-                if not missing or time.monotonic() >= deadline:
-                    found.append(missing)
-                    return
-                time.sleep(0.05)
-        except (RuntimeError, dist.DistError):  # the store's server is gone
-            return
+        store.set(keys[rank], "1")
+        while True:
+            missing = [r for r in range(world_size) if r != rank and not store.check([keys[r]])]
+            if not missing or time.monotonic() >= deadline:
+                return missing
+            time.sleep(0.05)
 
-    # NOTE: on a thread with a deadline: a store request to a stopped rank 0 (which serves the store)
-    # blocks without timing out, and this process must still report and exit.
-    asking = threading.Thread(target=ask, daemon=True)
-    asking.start()
-    asking.join(wait_s + 1.0)
-    if found:
-        return found[0]
+    found = _store_answer(ask, within_s=wait_s + 1.0)
+    if found is not None:
+        return found
     return [0] if rank != 0 else None  # the store does not answer: rank 0, which serves it, does not
 
 

@@ -104,8 +104,8 @@ class Strategy(abc.ABC):
         args = tuple(a.value if isinstance(a, PerReplica) else a for a in args)
         kwargs = {k: (v.value if isinstance(v, PerReplica) else v) for k, v in (kwargs or {}).items()}
         # A collective failing inside fn (DDP's gradient all-reduce, a reduce) names this call, the rank and host.
-        with collectives.call_errors("strategy.run"), collectives.step_collective_errors("a collective in fn"), \
-                context.replica_context(self):
+        with collectives.call_errors("strategy.run"), \
+                collectives.collective_errors("a collective in fn", timeout_s=None), context.replica_context(self):
             return fn(*args, **kwargs)
 
     def reduce(self, reduce_op: ReduceOp | str, value: Any, axis: int | None = None) -> Any:

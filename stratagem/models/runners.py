@@ -143,7 +143,8 @@ class LocalRunner:
             # NOTE: the loss is divided by the GLOBAL batch (every replica's rows of
             # this step), which the batch carries: gradients are then summed.
             # DDP's gradient all-reduce runs in backward: a peer that died or hangs is named here.
-            with collectives.step_collective_errors("the gradient all-reduce", tag=f"epoch{epoch}/step{step}"):
+            tag = f"epoch{epoch}/step{step}"
+            with collectives.collective_errors("the gradient all-reduce", timeout_s=None, tag=tag):
                 train_step(batch, global_batch_size)
             state.step = step + 1
             if self._global_batch_logs:  # a collective: made on every replica, whether its callbacks look or not
