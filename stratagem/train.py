@@ -356,11 +356,7 @@ def _write_index(folder: str, paths: list[str]) -> None:
     lines += [f"all_model_checkpoint_timestamps: {_mtime(p) or now}" for p in paths]
     lines.append(f"last_preserved_timestamp: {now}")
     text = "\n".join(lines) + "\n"
-
-    def write(tmp: str) -> None:
-        Path(tmp).write_text(text, encoding="utf-8")
-
-    checkpoint_io.atomic_write(os.path.join(folder, INDEX_FILE), write)
+    checkpoint_io.atomic_write(os.path.join(folder, INDEX_FILE), lambda tmp: Path(tmp).write_text(text, "utf-8"))
 
 
 def _mtime(path: str) -> float:

@@ -33,7 +33,7 @@ MODEL_WEIGHTS_FILE = "weights.safetensors"  # the weights in a model.save folder
 _BEFORE_RENAME_HOOK: list[Callable[[str], None]] = []  # tests inject a crash between write and rename
 
 
-def atomic_write(path: str | os.PathLike[str], write: Callable[[str], None]) -> None:
+def atomic_write(path: str | os.PathLike[str], write: Callable[[str], object]) -> None:
     """Calls ``write(tmp_path)``, then moves the result to ``path`` atomically.
 
     Temporary files and folders that interrupted writes (a killed process) left

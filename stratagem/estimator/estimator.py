@@ -12,12 +12,14 @@ The model comes from a ``model_fn`` (``ModelFnModel``) or, for
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import random
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -351,15 +353,8 @@ def _select(outputs: Any, keys: Sequence[str] | None) -> Any:
 
 
 def _write_results(folder: str, global_step: int, results: dict[str, Any]) -> None:
-    import json
-
     text = json.dumps(results, sort_keys=True)
-
-    def write(tmp: str) -> None:
-        with open(tmp, "w") as file:
-            file.write(text)
-
-    atomic_write(os.path.join(folder, f"metrics-{global_step}.json"), write)
+    atomic_write(os.path.join(folder, f"metrics-{global_step}.json"), lambda tmp: Path(tmp).write_text(text))
 
 
 
