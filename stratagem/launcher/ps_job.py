@@ -12,7 +12,6 @@ that makes a multi-host ``ps`` task run a server instead of the script.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import sys
@@ -26,7 +25,7 @@ from stratagem.distribute import job_secret
 from stratagem.distribute.cluster import CHIEF, PS, WORKER
 from stratagem.errors import ConfigurationError, WorkerFailedError
 from stratagem.launcher.environment import ps_cluster_configs, ps_task_env
-from stratagem.launcher.supervisor import Worker, describe_exit, spawn, stop_all, stop_on_signals
+from stratagem.launcher.supervisor import Worker, describe_exit, spawn, stop_all, stop_on_signals, tf_config_resolver
 
 SERVER_COMMAND = (sys.executable, "-m", "stratagem.distribute.ps.serve")
 # Workers replay the chief's program and end by themselves soon after it; they
@@ -124,14 +123,10 @@ def command_for_this_task(command: tuple[str, ...], environ: Mapping[str, str]) 
     With one ``stratagem run train.py`` per host (TensorFlow style), a ``ps``
     host needs no script: it only serves variables.
     """
-    try:
-        task = json.loads(environ.get("TF_CONFIG") or "{}").get("task") or {}
-        task_type, index = task.get("type"), task.get("index", 0)
-    except (ValueError, AttributeError):
-        return command  # malformed: the script's strategy reports it, with the details
-    if task_type != PS:
+    resolver = tf_config_resolver(environ)  # None if malformed: the script's strategy reports it, with the details
+    if resolver is None or resolver.task_type != PS:
         return command
-    print(f"stratagem: TF_CONFIG names this process ps {index}, so it runs a parameter server instead of "
+    print(f"stratagem: TF_CONFIG names this process ps {resolver.task_id}, so it runs a parameter server instead of "
           f"`{shlex.join(command[1:])}` (a ps task needs no script)", file=sys.stderr, flush=True)
     return SERVER_COMMAND
 

@@ -144,7 +144,7 @@ def run(config: LaunchConfig) -> int:
 
 
 def _run_in(config: LaunchConfig, error_dir: str, attempt: int) -> int:
-    resolver = _tf_config_resolver(os.environ)
+    resolver = tf_config_resolver(os.environ)
     world_size = config.num_processes * config.nnodes if config.num_processes else \
         resolver.world_size if resolver else 1
     code = run_group(_start_workers(config, error_dir, attempt), world_size=world_size,
@@ -288,7 +288,7 @@ def tf_config_place(env: Mapping[str, str]) -> tuple[int, str]:
 
     Outside the all-reduce group (ps, evaluator) the label is the task, e.g. ``ps 0``.
     """
-    resolver = _tf_config_resolver(env)
+    resolver = tf_config_resolver(env)
     if resolver is None:
         return 0, "worker"
     if resolver.rank is None:
@@ -296,7 +296,7 @@ def tf_config_place(env: Mapping[str, str]) -> tuple[int, str]:
     return resolver.rank, f"rank {resolver.rank}"
 
 
-def _tf_config_resolver(env: Mapping[str, str]) -> TFConfigClusterResolver | None:
+def tf_config_resolver(env: Mapping[str, str]) -> TFConfigClusterResolver | None:
     if not env.get("TF_CONFIG"):
         return None
     try:
