@@ -16,6 +16,7 @@ import functools
 import sys
 import threading
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -67,13 +68,13 @@ def install_replica_hooks() -> None:
         from keras.src.metrics.metric import Metric
         from keras.src.optimizers.base_optimizer import BaseOptimizer
 
-        KerasVariable.__init__ = _variable_init(KerasVariable.__init__)  # type: ignore[method-assign]
+        KerasVariable.__init__ = _after_init(KerasVariable.__init__, _start_from_chief)  # type: ignore[method-assign]
         BaseOptimizer.apply_gradients = _apply_gradients(BaseOptimizer.apply_gradients)  # type: ignore[method-assign]
-        Metric.__init__ = _metric_init(Metric.__init__)  # type: ignore[method-assign]
+        Metric.__init__ = _after_init(Metric.__init__, _read_over_replicas)  # type: ignore[method-assign]
         _installed = True
 
 
-def _syncing_strategy() -> Any | None:
+def _syncing_strategy() -> Strategy | None:
     """The strategy in force if it has several replicas that all run this program (not parameter servers)."""
     from stratagem.distribute import context
     from stratagem.distribute.capabilities import SchedulesSteps
@@ -86,21 +87,27 @@ def _syncing_strategy() -> Any | None:
     return strategy
 
 
-def _variable_init(init: Any) -> Any:
+def _after_init(init: Any, then: Callable[[Any, Strategy], None]) -> Any:
+    """``init``, then ``then(self, strategy)`` when the object was made under a ``_syncing_strategy``."""
     @functools.wraps(init)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
         strategy = _syncing_strategy()
-        tensor = getattr(self, "_value", None)  # None while Keras defers the initialization
-        if strategy is None or not self.trainable or not isinstance(tensor, torch.Tensor):
-            return
-        # NOTE: every replica builds the same model in the same order, so these collectives line up; the
-        # chief's value plus zeros is the chief's value, exactly.
-        mine = tensor.detach() if strategy.is_chief else torch.zeros_like(tensor)
-        with torch.no_grad():
-            tensor.copy_(strategy.reduce("sum", mine.to(strategy.device), axis=None).to(tensor.device))
+        if strategy is not None:
+            then(self, strategy)
 
     return wrapper
+
+
+def _start_from_chief(variable: Any, strategy: Strategy) -> None:
+    tensor = getattr(variable, "_value", None)  # None while Keras defers the initialization
+    if not variable.trainable or not isinstance(tensor, torch.Tensor):
+        return
+    # NOTE: every replica builds the same model in the same order, so these collectives line up; the
+    # chief's value plus zeros is the chief's value, exactly.
+    mine = tensor.detach() if strategy.is_chief else torch.zeros_like(tensor)
+    with torch.no_grad():
+        tensor.copy_(strategy.reduce("sum", mine.to(strategy.device), axis=None).to(tensor.device))
 
 
 def _apply_gradients(apply_gradients: Any) -> Any:
@@ -162,18 +169,10 @@ def sum_gradients(strategy: Strategy, pairs: list[tuple[Any, Any]]) -> list[tupl
     return out
 
 
-def _metric_init(init: Any) -> Any:
-    @functools.wraps(init)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
-        init(self, *args, **kwargs)
-        strategy = _syncing_strategy()
-        if strategy is None:
-            return
-        _metric_strategies[self] = weakref.ref(strategy)
-        # NOTE: an instance attribute, not a class patch: each Keras metric class defines its own result.
-        object.__setattr__(self, "result", functools.partial(_metric_result, self))
-
-    return wrapper
+def _read_over_replicas(metric: Any, strategy: Strategy) -> None:
+    _metric_strategies[metric] = weakref.ref(strategy)
+    # NOTE: an instance attribute, not a class patch: each Keras metric class defines its own result.
+    object.__setattr__(metric, "result", functools.partial(_metric_result, metric))
 
 
 def local_result(metric: Any) -> Any:
