@@ -61,13 +61,16 @@ def register(operation: str, works: Sequence[Any], finish: Callable[[], Any], na
     return handle
 
 
-def start_named(operation: str, name: str | None, call: _negotiation.Call, group: dist.ProcessGroup | None,
-                members: int, start: Callable[[list[_negotiation.Call]], tuple[Sequence[Any], Callable[[], Any]]]) -> int:
-    """Checks ``call`` with the other ranks, starts it with ``start(calls)`` and returns its handle.
+def start_named(operation: str, name: str | None, call: _negotiation.Call, process_set: basics.ProcessSet,
+                start: Callable[[list[_negotiation.Call]], tuple[Sequence[Any], Callable[[], Any]]]) -> int:
+    """Checks ``call``, named ``name``, with the other ranks, starts it with ``start(calls)`` and returns its handle.
 
-    A named call (``call.deferrable``) that the other ranks have not issued
-    yet is deferred: its handle starts empty and ``start`` runs when they do.
+    A named call that the other ranks have not issued yet is deferred: its
+    handle starts empty and ``start`` runs when they do.
     """
+    check_name(operation, name)
+    call = dataclasses.replace(call, name=_negotiation.name_code(name), deferrable=name is not None)
+    group, members = basics.group_of(process_set), process_set.size()
     handle = register(operation, [], lambda: None, name)
     pending = _pending[handle]
 

@@ -257,24 +257,8 @@ def group_of(process_set: ProcessSet) -> dist.ProcessGroup | None:
 
 
 # What this build has, for scripts that ask (Horovod's *_built / *_enabled).
-def mpi_built() -> bool:
-    return False
-
-
-def mpi_enabled() -> bool:
-    return False
-
-
-def mpi_threads_supported() -> bool:
-    return False
-
-
 def gloo_built() -> bool:
     return dist.is_available() and dist.is_gloo_available()
-
-
-def gloo_enabled() -> bool:
-    return gloo_built()
 
 
 def nccl_built() -> bool:
@@ -289,9 +273,9 @@ def rocm_built() -> bool:
     return torch.version.hip is not None
 
 
-def ddl_built() -> bool:
+def _not_built() -> bool:
     return False
 
 
-def ccl_built() -> bool:
-    return False
+gloo_enabled = gloo_built
+mpi_built = mpi_enabled = mpi_threads_supported = ddl_built = ccl_built = _not_built

@@ -104,6 +104,13 @@ def _to_wire(tensor: torch.Tensor) -> torch.Tensor:
     return tensor if wire is tensor.dtype else tensor.to(wire)
 
 
+def _from_wire(wire: torch.Tensor, tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor``, holding the result that arrived in ``wire`` (its widened copy, or itself)."""
+    if wire is not tensor:
+        tensor.copy_(wire)
+    return tensor
+
+
 def start_allreduce(tensor: torch.Tensor, op: ReduceOp, *, prescale_factor: float, postscale_factor: float,
                     process_set: ProcessSet, checked: bool = False) -> Started:
     """Checks ``tensor`` against the other ranks and starts its all-reduce in place; see ``allreduce_async_``.
@@ -123,16 +130,13 @@ def start_allreduce(tensor: torch.Tensor, op: ReduceOp, *, prescale_factor: floa
         # gloo has no average: sum, then scale by postscale / size after the wait, as Horovod's gloo path
         # does (integers in float64, truncated toward zero: an average of -7 and 0 is -3).
         _scale(wire, postscale_factor / (members if op is ReduceOp.AVERAGE else 1))
-        if wire is not tensor:
-            tensor.copy_(wire)
-        return tensor
+        return _from_wire(wire, tensor)
 
     return [work], finish
 
 
-def _reduction_call(kind: Kind, tensor: torch.Tensor, op: ReduceOp, name: str | None = None) -> Call:
-    return Call(kind, tensor.dtype, tuple(tensor.shape), op=_OP_CODES.index(op), wire_op=_WIRE_OP[op],
-                name=_negotiation.name_code(name), deferrable=name is not None)
+def _reduction_call(kind: Kind, tensor: torch.Tensor, op: ReduceOp) -> Call:
+    return Call(kind, tensor.dtype, tuple(tensor.shape), op=_OP_CODES.index(op), wire_op=_WIRE_OP[op])
 
 
 def allreduce_async_(tensor: torch.Tensor, average: bool | None = None, name: str | None = None,
@@ -144,13 +148,11 @@ def allreduce_async_(tensor: torch.Tensor, average: bool | None = None, name: st
     are at other calls, this one waits until they issue it (see ``_negotiation``).
     """
     check_tensor("allreduce", tensor)
-    _handles.check_name("allreduce", name)
     reduction = resolve_op(average, op)
     return _handles.start_named(
-        "allreduce", name, _reduction_call(Kind.ALLREDUCE, tensor, reduction, name), basics.group_of(process_set),
-        process_set.size(), lambda _: start_allreduce(tensor, reduction, prescale_factor=prescale_factor,
-                                                      postscale_factor=postscale_factor, process_set=process_set,
-                                                      checked=True))
+        "allreduce", name, _reduction_call(Kind.ALLREDUCE, tensor, reduction), process_set,
+        lambda _: start_allreduce(tensor, reduction, prescale_factor=prescale_factor,
+                                  postscale_factor=postscale_factor, process_set=process_set, checked=True))
 
 
 def allreduce_(tensor: torch.Tensor, average: bool | None = None, name: str | None = None,
@@ -257,10 +259,8 @@ def allgather_async(tensor: torch.Tensor, name: str | None = None,
                     process_set: ProcessSet = global_process_set) -> int:
     """Starts an all-gather; ``synchronize`` returns the tensors of every rank concatenated on axis 0."""
     check_tensor("allgather_async", tensor)
-    _handles.check_name("allgather", name)
-    shape = (1,) if tensor.dim() == 0 else tuple(tensor.shape)
-    call = Call(Kind.ALLGATHER, tensor.dtype, shape, name=_negotiation.name_code(name), deferrable=name is not None)
-    return _handles.start_named("allgather", name, call, basics.group_of(process_set), process_set.size(),
+    call = Call(Kind.ALLGATHER, tensor.dtype, (1,) if tensor.dim() == 0 else tuple(tensor.shape))
+    return _handles.start_named("allgather", name, call, process_set,
                                 lambda calls: start_allgather(tensor, process_set, calls))
 
 
@@ -301,24 +301,16 @@ def broadcast_async_(tensor: torch.Tensor, root_rank: int, name: str | None = No
                      process_set: ProcessSet = global_process_set) -> int:
     """Starts an in-place broadcast of root's ``tensor``; ``synchronize`` returns ``tensor``."""
     check_tensor("broadcast", tensor)
-    _handles.check_name("broadcast", name)
-    group, members = basics.group_of(process_set), process_set.size()
-    call = Call(Kind.BROADCAST, tensor.dtype, tuple(tensor.shape), root=root_rank,
-                name=_negotiation.name_code(name), deferrable=name is not None)
+    call = Call(Kind.BROADCAST, tensor.dtype, tuple(tensor.shape), root=root_rank)
 
     def start(_: list[Call]) -> Started:
         _check_root(root_rank, process_set)  # after the ranks agree, so every rank refuses a root alike
         wire = _to_wire(tensor)
-        work = dist.broadcast(wire, src=root_rank, group=group, async_op=True) if members > 1 else None
+        work = (dist.broadcast(wire, src=root_rank, group=basics.group_of(process_set), async_op=True)
+                if process_set.size() > 1 else None)
+        return [work], lambda: _from_wire(wire, tensor)
 
-        def finish() -> torch.Tensor:
-            if wire is not tensor:
-                tensor.copy_(wire)
-            return tensor
-
-        return [work], finish
-
-    return _handles.start_named("broadcast", name, call, group, members, start)
+    return _handles.start_named("broadcast", name, call, process_set, start)
 
 
 def _check_root(root_rank: int, process_set: ProcessSet) -> None:
@@ -494,7 +486,6 @@ def reducescatter_async(tensor: torch.Tensor, name: str | None = None, compressi
                         prescale_factor: float = 1.0, postscale_factor: float = 1.0) -> int:
     """Starts a reduce-scatter; ``synchronize`` returns this rank's rows of the reduced tensor."""
     check_tensor("reducescatter", tensor)
-    _handles.check_name("reducescatter", name)
     compressed, context = compression.compress(tensor.detach())
     reduction = resolve_op(None, op)
 
@@ -503,8 +494,8 @@ def reducescatter_async(tensor: torch.Tensor, name: str | None = None, compressi
                                             postscale_factor=postscale_factor, process_set=process_set, checked=True)
         return works, lambda: compression.decompress(finish(), context)
 
-    return _handles.start_named("reducescatter", name, _reduction_call(Kind.REDUCESCATTER, compressed, reduction, name),
-                                basics.group_of(process_set), process_set.size(), start)
+    return _handles.start_named("reducescatter", name, _reduction_call(Kind.REDUCESCATTER, compressed, reduction),
+                                process_set, start)
 
 
 def reducescatter(tensor: torch.Tensor, name: str | None = None, compression: type[Compressor] = Compression.none,
