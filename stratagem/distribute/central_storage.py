@@ -72,12 +72,14 @@ class CentralStorageStrategy(OneHostStrategy):
         module = module.to(self._device)
         if self._num_replicas > 1:
             self._guard_plain_steps(module)
-            # Every replica starts from the chief's values, as DDP would arrange.
-            flat = _flatten([p.data for p in module.parameters()])
-            with collectives.collective_errors("broadcast", timeout_s=self._timeout_s):
-                dist.broadcast(flat, src=0)
-            _unflatten_into(flat, [p.data for p in module.parameters()])
+            self._broadcast_from_chief([p.data for p in module.parameters()])  # every replica starts from them, as DDP
         return module
+
+    def _broadcast_from_chief(self, tensors: list[torch.Tensor]) -> None:
+        flat = _flatten(tensors)
+        with collectives.collective_errors("broadcast", timeout_s=self._timeout_s):
+            dist.broadcast(flat, src=0)
+        _unflatten_into(flat, tensors)
 
     def _guard_plain_steps(self, module: nn.Module) -> None:
         """Makes a plain ``optimizer.step()`` over ``module``'s parameters raise (see ``_refuse_plain_step``).
@@ -138,10 +140,7 @@ class CentralStorageStrategy(OneHostStrategy):
                 optimizer.step()  # the only replica with optimizer state
             finally:
                 self._stepping_centrally = False
-        values = _flatten([p.data for p in params])
-        with collectives.collective_errors("broadcast", timeout_s=self._timeout_s):
-            dist.broadcast(values, src=0)
-        _unflatten_into(values, [p.data for p in params])
+        self._broadcast_from_chief([p.data for p in params])
 
 
 class _PlainStepGuard:
