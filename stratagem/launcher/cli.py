@@ -77,7 +77,7 @@ def _nnodes(text: str) -> int | tuple[int, int]:
     return low if low == high else (low, high)
 
 
-def config_from_args(args: argparse.Namespace) -> supervisor.LaunchConfig | ps_job.PSJobConfig | elastic.ElasticConfig:
+def config_from_args(args: argparse.Namespace) -> supervisor.LaunchConfig | ps_job.PSJobConfig:
     if args.module and args.script_and_args:
         command = (sys.executable, "-m", *args.script_and_args)
     elif args.script_and_args:
@@ -88,18 +88,14 @@ def config_from_args(args: argparse.Namespace) -> supervisor.LaunchConfig | ps_j
         args = hosts.apply_host_list(args)  # horovodrun's -H/--hostfile, onto -n/--nnodes/--node-rank
     if args.ps is not None or args.workers is not None:
         return _ps_job_config(args, command)
-    if isinstance(args.nnodes, tuple):
-        return elastic.ElasticConfig(
-            command=command, min_nodes=args.nnodes[0], max_nodes=args.nnodes[1], nproc_per_node=args.nproc or 1,
-            master_addr=args.master_addr, master_port=args.master_port, max_restarts=args.max_restarts,
-            timeout_s=args.timeout, grace_period_s=args.grace_period)
+    nnodes, max_nodes = args.nnodes if isinstance(args.nnodes, tuple) else (1 if args.nnodes is None else args.nnodes, None)
     nproc = args.nproc
     if nproc is None and args.nnodes is not None:
         nproc = 1  # torchrun's default: --nnodes N alone is one process per host
     if nproc is None:
         command = ps_job.command_for_this_task(command, os.environ)
     return supervisor.LaunchConfig(
-        command=command, num_processes=nproc, nnodes=1 if args.nnodes is None else args.nnodes, node_rank=args.node_rank or 0,
+        command=command, num_processes=nproc, nnodes=nnodes, max_nodes=max_nodes, node_rank=args.node_rank or 0,
         master_addr=args.master_addr, master_port=args.master_port, timeout_s=args.timeout,
         grace_period_s=args.grace_period, max_restarts=args.max_restarts,
     )
@@ -134,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if isinstance(config, ps_job.PSJobConfig):
             return ps_job.run(config)
-        if isinstance(config, elastic.ElasticConfig):
+        if config.max_nodes is not None:
             return elastic.run(config)
         code = supervisor.run(config)
     except WorkerFailedError as err:

@@ -29,7 +29,6 @@ import sys
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from stratagem.distribute._interfaces import interface_address, is_loopback, route_interface
@@ -48,43 +47,6 @@ _NPROC_KEY = "stratagem/nproc/{node_rank}"  # in a round's store: that host's wo
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class ElasticConfig:
-    """An elastic job's supervisor on this host.
-
-    Args:
-        command: The worker command line.
-        min_nodes: Hosts the job needs to run (training waits, or stops, below it).
-        max_nodes: Hosts the job takes at most.
-        nproc_per_node: Workers on this host.
-        master_addr: Host of the rendezvous store.
-        master_port: Its port; the same on every host.
-        max_restarts: Restarts after failures (a host joining costs none).
-        timeout_s: Rendezvous join timeout and the workers' collective timeout.
-        grace_period_s: How long stopped workers get before SIGKILL.
-    """
-
-    command: tuple[str, ...]
-    min_nodes: int
-    max_nodes: int
-    nproc_per_node: int
-    master_addr: str
-    master_port: int | None
-    max_restarts: int = 3
-    timeout_s: float | None = None
-    grace_period_s: float = 5.0
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.min_nodes <= self.max_nodes:
-            raise ConfigurationError(
-                "--nnodes MIN:MAX needs 1 <= MIN <= MAX: the fewest and the most hosts the job runs on. "
-                f"Received: min_nodes={self.min_nodes}, max_nodes={self.max_nodes}")
-        if self.master_port is None:
-            raise ConfigurationError(
-                "An elastic job (--nnodes MIN:MAX) needs --master-port: every host's `stratagem run` meets at "
-                "--master-addr:--master-port, so all must name the same one. Received: master_port=None")
-
-
 def parse_nnodes(text: str) -> tuple[int, int]:
     """``"2"`` -> (2, 2); ``"2:4"`` -> (2, 4), as torchrun's ``--nnodes``."""
     low, sep, high = text.partition(":")
@@ -94,7 +56,7 @@ def parse_nnodes(text: str) -> tuple[int, int]:
         raise ValueError(f"--nnodes takes N or MIN:MAX (whole numbers), as torchrun. Received: nnodes={text!r}") from None
 
 
-def run(config: ElasticConfig) -> int:
+def run(config: supervisor.LaunchConfig) -> int:
     """Runs this host's part of the job until it ends; returns 0 when it succeeded.
 
     Raises:
@@ -125,11 +87,11 @@ def run(config: ElasticConfig) -> int:
         membership.leave(wait_for_others=wait_for_others)
 
 
-def _run_rounds(config: ElasticConfig, membership: _Membership, timeout_s: float) -> int:
+def _run_rounds(config: supervisor.LaunchConfig, membership: _Membership, timeout_s: float) -> int:
     """One start of this host's workers per round of the rendezvous, until the job ends."""
     failures, last_failure = 0, None
     for start in range(sys.maxsize):
-        placement = membership.next_round(config.nproc_per_node)
+        placement = membership.next_round(config.num_processes or 1)
         if placement is None:  # the job was ended on another host
             if last_failure is not None:
                 raise last_failure
@@ -170,12 +132,12 @@ def _run_rounds(config: ElasticConfig, membership: _Membership, timeout_s: float
 class _Membership:
     """This host's place in the job, from torch's rendezvous handler: one round per start of the workers."""
 
-    def __init__(self, config: ElasticConfig, timeout_s: float) -> None:
+    def __init__(self, config: supervisor.LaunchConfig, timeout_s: float) -> None:
         from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler, RendezvousTimeout
 
         from stratagem.launcher._rendezvous_state import CheckedC10dBackend
 
-        assert config.master_port is not None, "ElasticConfig requires it"
+        assert config.master_port is not None and config.max_nodes is not None, "LaunchConfig requires them"
         self._endpoint = f"{config.master_addr}:{config.master_port}"
         self._timeout_s = timeout_s
         self._store, self.serving = _open_store(config.master_addr, config.master_port, timeout_s)
@@ -186,7 +148,7 @@ class _Membership:
                                      last_call=datetime.timedelta(seconds=1), close=datetime.timedelta(seconds=10))
         # A dead host is noticed after 3 missed 1 s heartbeats.
         self._handler: RendezvousHandler = DynamicRendezvousHandler.from_backend(
-            run_id, self._store, CheckedC10dBackend(self._store, run_id), config.min_nodes, config.max_nodes,
+            run_id, self._store, CheckedC10dBackend(self._store, run_id), config.nnodes, config.max_nodes,
             local_addr=_local_address(config.master_addr), timeout=timeouts, keep_alive_interval=1,
             keep_alive_max_attempt=3)
         self._round_store: dist.Store | None = None

@@ -65,6 +65,8 @@ class LaunchConfig:
         timeout_s: Rendezvous and collective timeout given to the workers.
         grace_period_s: How long stopped workers get before SIGKILL.
         max_restarts: How often the whole group is restarted after a failure.
+        max_nodes: Set (with ``nnodes`` the fewest hosts): an elastic job of ``nnodes``
+            to ``max_nodes`` hosts, run by ``elastic.run``; ``node_rank`` is then the rendezvous's.
     """
 
     command: tuple[str, ...]
@@ -76,8 +78,17 @@ class LaunchConfig:
     timeout_s: float | None = None
     grace_period_s: float = 5.0
     max_restarts: int = 0
+    max_nodes: int | None = None
 
     def __post_init__(self) -> None:
+        if self.max_nodes is not None and not 1 <= self.nnodes <= self.max_nodes:
+            raise ConfigurationError(
+                "--nnodes MIN:MAX needs 1 <= MIN <= MAX: the fewest and the most hosts the job runs on. "
+                f"Received: min_nodes={self.nnodes}, max_nodes={self.max_nodes}")
+        if self.max_nodes is not None and self.master_port is None:
+            raise ConfigurationError(
+                "An elastic job (--nnodes MIN:MAX) needs --master-port: every host's `stratagem run` meets at "
+                "--master-addr:--master-port, so all must name the same one. Received: master_port=None")
         if self.num_processes is not None and self.num_processes < 1:
             raise ValueError("num_processes (-n) must be at least 1: the processes (replicas) to start on this host. "
                              f"Pass -n 1 or more. Received: num_processes={self.num_processes}")
@@ -94,6 +105,8 @@ class LaunchConfig:
             raise ValueError("grace_period_s (--grace-period) must be >= 0 seconds. "
                              f"Received: grace_period_s={self.grace_period_s}")
         check_resolvable(self.master_addr)
+        if self.max_nodes is not None:
+            return  # the rendezvous places the hosts and serves the store, on loopback too
         if not 0 <= self.node_rank < self.nnodes:
             raise ValueError(
                 f"node_rank (--node-rank) must be in [0, {self.nnodes}): this host's index among the --nnodes "

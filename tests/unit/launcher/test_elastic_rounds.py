@@ -62,9 +62,9 @@ def starts(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[list[str], list[ob
     yield seen, outcomes
 
 
-def _config(max_restarts: int) -> elastic.ElasticConfig:
-    return elastic.ElasticConfig(command=("x",), min_nodes=1, max_nodes=3, nproc_per_node=1, master_addr="127.0.0.1",
-                                 master_port=1, max_restarts=max_restarts)
+def _config(max_restarts: int) -> supervisor.LaunchConfig:
+    return supervisor.LaunchConfig(command=("x",), nnodes=1, max_nodes=3, num_processes=1, master_addr="127.0.0.1",
+                                   master_port=1, max_restarts=max_restarts)
 
 
 def test_host_joining_costs_no_restart_and_a_failure_costs_one(starts) -> None:

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from stratagem.errors import ConfigurationError, WorkerFailedError
-from stratagem.launcher import cli, elastic, ps_job, supervisor
+from stratagem.launcher import cli, ps_job, supervisor
 
 
 def _config(*argv: str) -> supervisor.LaunchConfig:
@@ -80,10 +80,10 @@ def test_bad_launcher_flag_is_refused_naming_flag_and_fix(argv: list[str], patte
 
 def test_nnodes_min_max_builds_an_elastic_job_and_bad_ranges_are_refused() -> None:
     config = _config("--nnodes", "2:3", "--master-port", "29400", "--max-restarts", "2", "t.py")
-    assert isinstance(config, elastic.ElasticConfig)
-    assert (config.min_nodes, config.max_nodes, config.nproc_per_node, config.max_restarts) == (2, 3, 1, 2)
-    assert isinstance(_config("--nnodes", "2:2", "--master-addr", "10.0.0.1", "--master-port", "1", "t.py"),
-                      supervisor.LaunchConfig)  # MIN == MAX is a fixed-size job
+    assert isinstance(config, supervisor.LaunchConfig) and config.max_nodes is not None
+    assert (config.nnodes, config.max_nodes, config.num_processes, config.max_restarts) == (2, 3, 1, 2)
+    fixed = _config("--nnodes", "2:2", "--master-addr", "10.0.0.1", "--master-port", "1", "t.py")
+    assert fixed.max_nodes is None  # MIN == MAX is a fixed-size job
     with pytest.raises(ConfigurationError, match=r"1 <= MIN <= MAX.*min_nodes=3, max_nodes=2"):
         _config("--nnodes", "3:2", "--master-port", "29400", "t.py")
     with pytest.raises(ConfigurationError, match="needs --master-port"):
