@@ -1,6 +1,6 @@
 """A worker's line to the chief's coordination service (gRPC, raw bytes, deadlines).
 
-Registers (``Hello``, retried until the chief is up or the timeout passes),
+Registers (``Hello``, waiting for the chief to come up, at most the timeout),
 heartbeats every second from a thread, polls for steps and answers, reports
 results, and says goodbye at exit. The service side is ``coordination``.
 """
@@ -8,7 +8,6 @@ results, and says goodbye at exit. The service side is ``coordination``.
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from typing import Any
 
@@ -28,7 +27,7 @@ class CoordinatorClient:
         self.address, self.worker, self.timeout_s = address, worker, timeout_s
         self.incarnation = uuid.uuid4().hex
         self._channel, self._methods = rpc.connect(address, SERVICE, METHODS, credentials)
-        hello = self._call_until_up("Hello", {})
+        hello = self._hello()
         self.step_base, self.num_workers = int(hello["step_base"]), int(hello["num_workers"])
         self._stop = threading.Event()
         self._beat = threading.Thread(target=self._heartbeats, name="stratagem-heartbeat", daemon=True)
@@ -61,20 +60,17 @@ class CoordinatorClient:
             except grpc.RpcError:
                 pass  # the main thread's next call reports a lost chief, with its deadline
 
-    def _call_until_up(self, method: str, meta: dict[str, Any]) -> dict[str, Any]:
-        """The chief may start after its workers: retry until it answers or the timeout passes."""
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            try:
-                reply = self._methods[method](wire.encode({}, self._with_id(meta)), timeout=5.0)
-                return wire.decode(reply)[1]
-            except grpc.RpcError as err:
-                if err.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:  # type: ignore[attr-defined]
-                    raise CoordinatorError(
-                        f"Worker {self.worker} could not reach the chief's coordinator at {self.address} within "
-                        f"{self.timeout_s:g}s ({err.code().name}). Start the chief, and check its address in "  # type: ignore[attr-defined]
-                        "TF_CONFIG.") from err
-                time.sleep(0.2)
+    def _hello(self) -> dict[str, Any]:
+        """Registers; the chief may start after its workers, so the call waits for it (gRPC's wait_for_ready)."""
+        try:
+            reply = self._methods["Hello"](wire.encode({}, self._with_id({})), timeout=self.timeout_s,
+                                           wait_for_ready=True)
+        except grpc.RpcError as err:
+            raise CoordinatorError(
+                f"Worker {self.worker} could not reach the chief's coordinator at {self.address} within "
+                f"{self.timeout_s:g}s ({err.code().name}). Start the chief, and check its address in "  # type: ignore[attr-defined]
+                "TF_CONFIG.") from err
+        return wire.decode(reply)[1]
 
     def _call_raw(self, method: str, message: bytes, *, timeout: float) -> bytes:
         try:
