@@ -77,7 +77,7 @@ def _nnodes(text: str) -> int | tuple[int, int]:
     return low if low == high else (low, high)
 
 
-def config_from_args(args: argparse.Namespace) -> supervisor.LaunchConfig | ps_job.PSJobConfig:
+def config_from_args(args: argparse.Namespace) -> supervisor.LaunchConfig:
     if args.module and args.script_and_args:
         command = (sys.executable, "-m", *args.script_and_args)
     elif args.script_and_args:
@@ -101,7 +101,7 @@ def config_from_args(args: argparse.Namespace) -> supervisor.LaunchConfig | ps_j
     )
 
 
-def _ps_job_config(args: argparse.Namespace, command: tuple[str, ...]) -> ps_job.PSJobConfig:
+def _ps_job_config(args: argparse.Namespace, command: tuple[str, ...]) -> supervisor.LaunchConfig:
     if args.ps is None or args.workers is None:
         raise ConfigurationError(
             "--ps and --workers go together: a parameter-server job needs both counts. Pass both, e.g. "
@@ -114,8 +114,8 @@ def _ps_job_config(args: argparse.Namespace, command: tuple[str, ...]) -> ps_job
             "combined with them. Drop them; for a multi-host job, set TF_CONFIG on each host and run "
             "`stratagem run train.py` there without -n or --ps. "
             f"Received: {', '.join(f'{flag}={value}' for flag, value in clashing.items())}")
-    return ps_job.PSJobConfig(
-        command=command, num_workers=args.workers, num_ps=args.ps, host=args.master_addr, timeout_s=args.timeout,
+    return supervisor.LaunchConfig(
+        command=command, num_workers=args.workers, num_ps=args.ps, master_addr=args.master_addr, timeout_s=args.timeout,
         grace_period_s=args.grace_period, max_restarts=args.max_restarts,
     )
 
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stratagem run: {err}", file=sys.stderr)
         return 2
     try:
-        if isinstance(config, ps_job.PSJobConfig):
+        if config.num_ps is not None:
             return ps_job.run(config)
         if config.max_nodes is not None:
             return elastic.run(config)

@@ -23,48 +23,15 @@ from dataclasses import dataclass
 
 from stratagem.distribute import job_secret
 from stratagem.distribute.cluster import CHIEF, PS, WORKER
-from stratagem.errors import ConfigurationError, WorkerFailedError
+from stratagem.errors import WorkerFailedError
 from stratagem.launcher.environment import ps_cluster_configs, ps_task_env
-from stratagem.launcher.supervisor import Worker, describe_exit, spawn, stop_all, stop_on_signals, tf_config_resolver
+from stratagem.launcher.supervisor import (LaunchConfig, Worker, describe_exit, spawn, stop_all, stop_on_signals,
+                                           tf_config_resolver)
 
 SERVER_COMMAND = (sys.executable, "-m", "stratagem.distribute.ps.serve")
 # Workers replay the chief's program and end by themselves soon after it; they
 # get at least this long before they are stopped.
 WORKER_EXIT_WAIT_S = 30.0
-
-
-@dataclass(frozen=True)
-class PSJobConfig:
-    """What to start: the chief and workers run ``command``; the servers need none.
-
-    Args:
-        command: The chief's and workers' command line, e.g. ``(sys.executable, "train.py")``.
-        num_workers: Worker tasks (``--workers``).
-        num_ps: Parameter-server tasks (``--ps``).
-        host: Address whose free ports the tasks bind (``--master-addr``); loopback by default.
-        timeout_s: Timeout of every call to a server or the chief (``--timeout``).
-        grace_period_s: How long stopped tasks get before SIGKILL.
-        max_restarts: How often each worker is restarted, on its own, after it dies.
-    """
-
-    command: tuple[str, ...]
-    num_workers: int
-    num_ps: int
-    host: str = "127.0.0.1"
-    timeout_s: float | None = None
-    grace_period_s: float = 5.0
-    max_restarts: int = 0
-
-    def __post_init__(self) -> None:
-        if self.num_workers < 1 or self.num_ps < 1:
-            raise ConfigurationError(
-                "A parameter-server job needs at least one worker (to run steps) and one ps task (to hold the "
-                "variables). Pass --workers W --ps P with W, P >= 1. "
-                f"Received: num_workers={self.num_workers}, num_ps={self.num_ps}")
-        if self.max_restarts < 0:
-            raise ConfigurationError(f"max_restarts must be >= 0. Received: max_restarts={self.max_restarts}")
-        if self.grace_period_s < 0:
-            raise ConfigurationError(f"grace_period_s must be >= 0. Received: grace_period_s={self.grace_period_s}")
 
 
 @dataclass
@@ -85,7 +52,7 @@ class _Task:
         return None if self.worker is None else self.worker.process.poll()
 
 
-def run(config: PSJobConfig) -> int:
+def run(config: LaunchConfig) -> int:
     """Runs the job until the chief ends; returns 0 when the chief succeeded (130 after Ctrl-C).
 
     After the chief exits 0, the workers get ``max(grace_period_s, 30)``
@@ -96,7 +63,8 @@ def run(config: PSJobConfig) -> int:
         WorkerFailedError: When the chief failed, or a server exited while the
             chief ran; every other task has been stopped by then.
     """
-    configs = ps_cluster_configs(config.num_workers, config.num_ps, host=config.host)
+    assert config.num_workers is not None and config.num_ps is not None, "LaunchConfig of a PS job"
+    configs = ps_cluster_configs(config.num_workers, config.num_ps, host=config.master_addr)
     # Every task of the job, restarted workers too, proves the same secret to the servers and the chief.
     job_env = job_secret.env_for_job(os.environ, generate_if_missing=True)
     tasks = [_Task(kind, index, tf_config) for (kind, index), tf_config in configs.items()]  # chief, workers, servers
@@ -131,17 +99,17 @@ def command_for_this_task(command: tuple[str, ...], environ: Mapping[str, str]) 
     return SERVER_COMMAND
 
 
-def _start(task: _Task, config: PSJobConfig, error_dir: str, job_env: dict[str, str]) -> None:
+def _start(task: _Task, config: LaunchConfig, error_dir: str, job_env: dict[str, str]) -> None:
     env = dict(os.environ) | job_env | ps_task_env(tf_config=task.tf_config, restart_count=task.restarts,
                                          timeout_s=config.timeout_s)
     command = SERVER_COMMAND if task.kind == PS else config.command
     # One error file per start: a restarted worker must not inherit its last crash.
     error_file = os.path.join(error_dir, f"{task.kind}{task.index}.{task.restarts}.json")
-    ordinal = {CHIEF: 0, WORKER: 1, PS: 1 + config.num_workers}[task.kind] + task.index
+    ordinal = {CHIEF: 0, WORKER: 1, PS: 1 + (config.num_workers or 0)}[task.kind] + task.index
     task.worker = spawn(command, env, rank=ordinal, label=task.name, error_file=error_file)
 
 
-def _watch(tasks: list[_Task], config: PSJobConfig, error_dir: str, stop: threading.Event,
+def _watch(tasks: list[_Task], config: LaunchConfig, error_dir: str, stop: threading.Event,
            job_env: dict[str, str]) -> _Task | None:
     """Waits until the chief exits 0 (returns None), the chief or a server fails (returns it), or stop is set."""
     chief = tasks[0]
@@ -161,7 +129,7 @@ def _watch(tasks: list[_Task], config: PSJobConfig, error_dir: str, stop: thread
     return None
 
 
-def _look_after_worker(task: _Task, config: PSJobConfig, error_dir: str, job_env: dict[str, str]) -> None:
+def _look_after_worker(task: _Task, config: LaunchConfig, error_dir: str, job_env: dict[str, str]) -> None:
     """Restarts a dead worker alone when its backoff is over; the chief requeues the steps it held."""
     if task.restart_at is not None:
         if time.monotonic() >= task.restart_at:

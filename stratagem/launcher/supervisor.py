@@ -67,6 +67,11 @@ class LaunchConfig:
         max_restarts: How often the whole group is restarted after a failure.
         max_nodes: Set (with ``nnodes`` the fewest hosts): an elastic job of ``nnodes``
             to ``max_nodes`` hosts, run by ``elastic.run``; ``node_rank`` is then the rendezvous's.
+        num_ps: Set (with ``num_workers``): a parameter-server job on this host, run by
+            ``ps_job.run``: the chief and ``num_workers`` workers run ``command`` and
+            ``num_ps`` servers run none, on free ports of ``master_addr``; each worker
+            is restarted alone, up to ``max_restarts`` times.
+        num_workers: The workers of a parameter-server job, besides the chief.
     """
 
     command: tuple[str, ...]
@@ -79,8 +84,15 @@ class LaunchConfig:
     grace_period_s: float = 5.0
     max_restarts: int = 0
     max_nodes: int | None = None
+    num_ps: int | None = None
+    num_workers: int | None = None
 
     def __post_init__(self) -> None:
+        if (self.num_ps is not None or self.num_workers is not None) and min(self.num_ps or 0, self.num_workers or 0) < 1:
+            raise ConfigurationError(
+                "A parameter-server job needs at least one worker (to run steps) and one ps task (to hold the "
+                "variables). Pass --workers W --ps P with W, P >= 1. "
+                f"Received: num_workers={self.num_workers}, num_ps={self.num_ps}")
         if self.max_nodes is not None and not 1 <= self.nnodes <= self.max_nodes:
             raise ConfigurationError(
                 "--nnodes MIN:MAX needs 1 <= MIN <= MAX: the fewest and the most hosts the job runs on. "

@@ -78,9 +78,8 @@ def test_ps_and_workers_build_a_ps_job_config() -> None:
     args = cli.build_parser().parse_args(
         ["run", "--ps", "2", "--workers", "3", "--max-restarts", "1", "-m", "pkg.train", "--lr", "1"])
     config = cli.config_from_args(args)
-    assert isinstance(config, ps_job.PSJobConfig)
     assert config.command == (sys.executable, "-m", "pkg.train", "--lr", "1")
-    assert (config.num_ps, config.num_workers, config.max_restarts, config.host) == (2, 3, 1, "127.0.0.1")
+    assert (config.num_ps, config.num_workers, config.max_restarts, config.master_addr) == (2, 3, 1, "127.0.0.1")
 
 
 def test_ps_without_workers_raises_configuration_error_naming_both_flags() -> None:

@@ -87,7 +87,7 @@ def test_launched_processes_get_the_environment_stratagem_run_n_gives(recorders,
 
 def test_local_ps_cluster_tasks_get_the_environment_stratagem_run_ps_gives(recorders, tmp_path: Path) -> None:
     launched, warm = recorders
-    assert ps_job.run(ps_job.PSJobConfig(command=(sys.executable, "train.py"), num_workers=2, num_ps=1)) == 0
+    assert ps_job.run(supervisor.LaunchConfig(command=(sys.executable, "train.py"), num_workers=2, num_ps=1)) == 0
     ps_cluster.LocalPSCluster("train.py", num_workers=2, num_ps=1, log_dir=tmp_path)
     by_task = {(t["type"], t["index"]): env for env in launched for t in [_task(env)[0]]}
     stand_ins = {(t["type"], t["index"]): env for env in warm for t in [_task(env)[0]]}
