@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from stratagem.errors import ConfigurationError, WorkerFailedError
-from stratagem.launcher import cli, ps_job, supervisor
+from stratagem.launcher import cli, supervisor
 
 
 def _config(*argv: str) -> supervisor.LaunchConfig:
@@ -41,19 +41,6 @@ def test_tf_config_host_is_labelled_with_its_global_rank() -> None:
     assert place("ps", 0) == (0, "ps 0")
     assert supervisor.tf_config_place({}) == (0, "worker")
     assert supervisor.tf_config_place({"TF_CONFIG": "{not json"}) == (0, "worker")  # the script reports it
-
-
-def test_tf_config_ps_task_runs_a_server_instead_of_the_script(capsys: pytest.CaptureFixture[str]) -> None:
-    cluster = {"chief": ["h0:2222"], "worker": ["h1:2222"], "ps": ["h3:2222", "h4:2222"]}
-
-    def command(task_type: str, index: int) -> tuple[str, ...]:
-        environ = {"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}})}
-        return ps_job.command_for_this_task((sys.executable, "t.py"), environ)
-
-    assert command("ps", 1) == ps_job.SERVER_COMMAND
-    assert "names this process ps 1, so it runs a parameter server instead of `t.py`" in capsys.readouterr().err
-    assert command("worker", 0) == command("chief", 0) == (sys.executable, "t.py")
-    assert ps_job.command_for_this_task(("t",), {"TF_CONFIG": "{not json"}) == ("t",)  # the script reports it
 
 
 def test_failed_tf_config_host_is_blamed_by_global_rank_and_world_size(
