@@ -46,13 +46,6 @@ class CompiledLoss:
             )
         return values
 
-    @staticmethod
-    def scale(per_example: torch.Tensor, sample_weight: torch.Tensor | None, global_batch_size: int) -> torch.Tensor:
-        weighted = per_example if sample_weight is None else per_example * sample_weight.reshape(per_example.shape)
-        # NOTE: divide by the global batch, not this replica's share: gradients
-        # are summed across replicas (see collectives.wrap_ddp).
-        return weighted.sum() / global_batch_size
-
 
 class _LossTracker(metrics_lib.Mean):
     """Keras 3's logged loss: each step's loss weighted by the step's batch size.

@@ -39,6 +39,7 @@ from stratagem.models.gradient_step import GradientStep, in_float32
 from stratagem.models.keras_compile import from_keras
 from stratagem.models.keras_model import KerasModule, is_keras_layer
 from stratagem.models.runners import FitInput, make_runner
+from stratagem.nn import compute_average_loss
 
 
 class Model:
@@ -219,8 +220,9 @@ class Model:
         if self.compiled_loss is None:
             raise RuntimeError("No loss: pass loss= to compile(), or override train_step.")
         per_example = self.compiled_loss.per_example(y, y_pred)
-        return CompiledLoss.scale(per_example, sample_weight,
-                                  global_batch_size or per_example.shape[0] * self._strategy.num_replicas_in_sync)
+        # The custom loop's rule (tf.nn.compute_average_loss): gradients are summed across replicas.
+        return compute_average_loss(per_example, sample_weight,
+                                    global_batch_size or per_example.shape[0] * self._strategy.num_replicas_in_sync)
 
     def _rows_times_replicas(self, y_pred: Any) -> int:
         return int(batch_size_of(y_pred)) * self._strategy.num_replicas_in_sync

@@ -19,6 +19,7 @@ import stratagem
 from stratagem.distribute.input_context import InputContext
 from stratagem.distribute.strategy import Strategy
 from stratagem.models.compile_utils import CompiledLoss, CompiledMetrics
+from stratagem.nn import compute_average_loss
 
 
 def _regression_data(n: int = 12, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -120,7 +121,7 @@ def test_two_replicas_with_uneven_shares_log_the_one_replica_values_exactly():
     replicas = [compiled(), compiled()]
     for metrics, rows in zip(replicas, [slice(0, 2), slice(2, 7)]):  # a 2 + 5 split of a global batch of 7
         y_true, y_pred, w = torch.tensor(labels[rows]), torch.tensor(logits[rows]), torch.tensor(weights[rows])
-        share = CompiledLoss.scale(loss.per_example(y_true, y_pred), w, 7)
+        share = compute_average_loss(loss.per_example(y_true, y_pred), w, 7)
         metrics.update(y_true, y_pred, w, share, 7)
     got = replicas[0].results(_SumWithOtherReplica(replicas[1]))
 
