@@ -186,21 +186,7 @@ class Strategy(abc.ABC):
             >>> strategy.run(train_step, args=(batch,))  # updates train_accuracy  # doctest: +SKIP
             >>> print(float(strategy.metric_result(train_accuracy)))  # doctest: +SKIP
         """
-        states = list(metric.variables)
-        if self._num_replicas == 1 or not states:
-            return metric.result()
-        local = [state.detach().clone() for state in states]
-        packed = torch.cat([state.detach().to(torch.float64).reshape(-1) for state in states])
-        summed = self.reduce(ReduceOp.SUM, packed.to(self._device), axis=None)
-        offset = 0
-        try:
-            for state in states:  # the global sums, for result() to read
-                state.copy_(summed[offset : offset + state.numel()].reshape(state.shape))
-                offset += state.numel()
-            return metric.result()
-        finally:
-            for state, value in zip(states, local):
-                state.copy_(value)
+        return read_summed(self, list(metric.variables), metric.result)
 
     def any_replica(self, flags: Sequence[bool]) -> list[bool]:
         """For each flag, whether some replica holds it: the same answer on every replica.
@@ -291,6 +277,28 @@ class Strategy(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_replicas_in_sync={self._num_replicas}, device={self._device})"
+
+
+def read_summed(strategy: Strategy | None, states: list[torch.Tensor], read: Callable[[], T]) -> T:
+    """``read()`` while ``states`` hold their sums over every replica (one all-reduce); the states are put back after.
+
+    How metrics, whose states are sums, give the result of every replica's updates. A collective
+    with several replicas: every replica calls it at the same point. ``strategy=None``: this replica's.
+    """
+    if strategy is None or strategy.num_replicas_in_sync == 1 or not states:
+        return read()
+    local = [state.detach().clone() for state in states]
+    packed = torch.cat([state.detach().to(torch.float64).reshape(-1).cpu() for state in states])
+    summed = strategy.reduce(ReduceOp.SUM, packed.to(strategy.device), axis=None).cpu()
+    offset = 0
+    try:
+        for state in states:  # the global sums, for read() to see
+            state.copy_(summed[offset : offset + state.numel()].reshape(state.shape))
+            offset += state.numel()
+        return read()
+    finally:
+        for state, value in zip(states, local):
+            state.copy_(value)
 
 
 def _guard_keras_loops() -> None:

@@ -14,8 +14,7 @@ import torch
 
 from stratagem import losses as losses_lib
 from stratagem import metrics as metrics_lib
-from stratagem.distribute.strategy import Strategy
-from stratagem.distribute.values import ReduceOp
+from stratagem.distribute.strategy import Strategy, read_summed
 
 # What compile trains on: the sum over the global batch divided by its size ("mean" is Keras' alias).
 _COMPILE_REDUCTIONS = ("sum_over_batch_size", "mean")
@@ -155,21 +154,7 @@ class CompiledMetrics:
         metric that overrides ``result`` or keeps other states logs what it defines.
         Every replica must call this at the same point when it is a collective.
         """
-        states = [v for metric in self.all for v in metric.variables]
-        if strategy is None or strategy.num_replicas_in_sync == 1 or not states:
-            return self._read()
-        local = [v.detach().clone() for v in states]
-        packed = torch.cat([v.detach().to(torch.float64).reshape(-1).cpu() for v in states])
-        packed = strategy.reduce(ReduceOp.SUM, packed.to(strategy.device), axis=None).cpu()
-        offset = 0
-        for variable in states:  # the global sums, for result() to read
-            variable.copy_(packed[offset : offset + variable.numel()].reshape(variable.shape))
-            offset += variable.numel()
-        try:
-            return self._read()
-        finally:
-            for variable, value in zip(states, local):
-                variable.copy_(value)
+        return read_summed(strategy, [v for metric in self.all for v in metric.variables], self._read)
 
     def _read(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
