@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             return elastic.run(config)
         code = supervisor.run(config)
     except WorkerFailedError as err:
-        print(f"stratagem: {err}", file=sys.stderr, flush=True)
+        supervisor.say(str(err))
         return err.exit_code
     if code == 130:
         # Stopped by a signal, every worker gone: skip the interpreter's teardown of torch

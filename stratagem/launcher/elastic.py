@@ -72,7 +72,7 @@ def run(config: supervisor.LaunchConfig) -> int:
     try:
         membership = _Membership(config, timeout_s)
     except ConfigurationError as err:
-        print(f"stratagem: {err}", file=sys.stderr, flush=True)
+        supervisor.say(str(err))
         return 1
     wait_for_others = True
     try:
@@ -81,7 +81,7 @@ def run(config: supervisor.LaunchConfig) -> int:
         return code
     except RendezvousError as err:
         wait_for_others = False  # the store is gone or unusable
-        print(f"stratagem: {membership.explain(err)}", file=sys.stderr, flush=True)
+        supervisor.say(membership.explain(err))
         return 1
     finally:
         membership.leave(wait_for_others=wait_for_others)
@@ -99,7 +99,7 @@ def _run_rounds(config: supervisor.LaunchConfig, membership: _Membership, timeou
                 raise WorkerFailedError(
                     "Another host ended the elastic job after a failure (its output names the worker); no worker "
                     "runs here.", rank=-1, exit_code=1, log_tail="")
-            print("stratagem: the job finished on the other hosts", file=sys.stderr, flush=True)
+            supervisor.say("the job finished on the other hosts")
             return 0
         with tempfile.TemporaryDirectory(prefix="stratagem-errors-") as error_dir:
             env = dict(os.environ) | {RESTART_COUNT_ENV: str(start)}
@@ -114,14 +114,12 @@ def _run_rounds(config: supervisor.LaunchConfig, membership: _Membership, timeou
                     raise
                 failures, last_failure = failures + 1, err
                 logger.warning("%s", err)
-                print(f"stratagem: worker rank {err.rank} failed (exit code {err.exit_code}); restarting the workers "
-                      f"once the hosts meet again (restart {failures} of {config.max_restarts})",
-                      file=sys.stderr, flush=True)
+                supervisor.say(f"worker rank {err.rank} failed (exit code {err.exit_code}); restarting the workers "
+                               f"once the hosts meet again (restart {failures} of {config.max_restarts})")
                 continue
         last_failure = None
         if code is None:
-            print("stratagem: a host is waiting to join; restarting the workers to take it in (not counted as a "
-                  "restart)", file=sys.stderr, flush=True)
+            supervisor.say("a host is waiting to join; restarting the workers to take it in (not counted as a restart)")
             continue
         if code == 0:
             membership.end(succeeded=True)

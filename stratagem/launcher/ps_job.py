@@ -25,8 +25,8 @@ from stratagem.distribute import job_secret
 from stratagem.distribute.cluster import CHIEF, PS, WORKER
 from stratagem.errors import WorkerFailedError
 from stratagem.launcher.environment import ps_cluster_configs, ps_task_env
-from stratagem.launcher.supervisor import (LaunchConfig, Worker, describe_exit, spawn, stop_all, stop_on_signals,
-                                           tf_config_resolver)
+from stratagem.launcher.supervisor import (LaunchConfig, Worker, describe_exit, say, spawn, stop_all,
+                                           stop_on_signals, tf_config_resolver)
 
 SERVER_COMMAND = (sys.executable, "-m", "stratagem.distribute.ps.serve")
 # Workers replay the chief's program and end by themselves soon after it; they
@@ -94,8 +94,8 @@ def command_for_this_task(command: tuple[str, ...], environ: Mapping[str, str]) 
     resolver = tf_config_resolver(environ)  # None if malformed: the script's strategy reports it, with the details
     if resolver is None or resolver.task_type != PS:
         return command
-    print(f"stratagem: TF_CONFIG names this process ps {resolver.task_id}, so it runs a parameter server instead of "
-          f"`{shlex.join(command[1:])}` (a ps task needs no script)", file=sys.stderr, flush=True)
+    say(f"TF_CONFIG names this process ps {resolver.task_id}, so it runs a parameter server instead of "
+        f"`{shlex.join(command[1:])}` (a ps task needs no script)")
     return SERVER_COMMAND
 
 
@@ -145,11 +145,11 @@ def _look_after_worker(task: _Task, config: LaunchConfig, error_dir: str, job_en
         backoff = min(30.0, 2.0**task.restarts)
         task.restarts += 1
         task.restart_at = time.monotonic() + backoff
-        _say(f"{task.name} {reason}; restarting it alone in {backoff:g}s "
+        say(f"{task.name} {reason}; restarting it alone in {backoff:g}s "
              f"(restart {task.restarts} of {config.max_restarts})")
     else:
         task.down = True
-        _say(f"{task.name} {reason} and has no restarts left (--max-restarts {config.max_restarts}); "
+        say(f"{task.name} {reason} and has no restarts left (--max-restarts {config.max_restarts}); "
              "the job goes on without it")
 
 
@@ -161,7 +161,7 @@ def _wait_for_workers(tasks: list[_Task], stop: threading.Event, timeout_s: floa
         stop.wait(0.05)
     late = [t.name for t in workers if t.exit_code() is None]
     if late and not stop.is_set():
-        _say(f"{', '.join(late)} still running {timeout_s:g}s after the chief ended; stopping")
+        say(f"{', '.join(late)} still running {timeout_s:g}s after the chief ended; stopping")
 
 
 def _failure(task: _Task) -> WorkerFailedError:
@@ -178,7 +178,3 @@ def _failure(task: _Task) -> WorkerFailedError:
     if tail:
         what += f" Last {len(task.worker.tail)} lines of its stderr:\n{tail}"
     return WorkerFailedError(what, rank=task.index, exit_code=exit_code, log_tail=tail)
-
-
-def _say(line: str) -> None:
-    print(f"stratagem: {line}", file=sys.stderr, flush=True)

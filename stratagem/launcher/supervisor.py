@@ -158,12 +158,11 @@ def run(config: LaunchConfig) -> int:
                 raise
             backoff = min(30.0, 2.0**attempt)
             logger.warning("%s", err)
-            print(f"stratagem: worker rank {err.rank} failed (exit code {err.exit_code}); restarting all workers "
-                  f"in {backoff:g}s (restart {attempt + 1} of {config.max_restarts})", file=sys.stderr, flush=True)
+            say(f"worker rank {err.rank} failed (exit code {err.exit_code}); restarting all workers in {backoff:g}s "
+                f"(restart {attempt + 1} of {config.max_restarts})")
             with stop_on_signals() as stop:  # Ctrl-C during the backoff ends the job like Ctrl-C during a run
                 if stop.wait(backoff):
-                    print("stratagem: stopped during the restart backoff; no worker is running", file=sys.stderr,
-                          flush=True)
+                    say("stopped during the restart backoff; no worker is running")
                     return 130
     raise AssertionError("unreachable: the loop returns or raises")
 
@@ -207,6 +206,11 @@ def run_group(workers: list[Worker], *, world_size: int, grace_period_s: float,
     return 130 if stop.is_set() else 0
 
 
+def say(line: str) -> None:
+    """Tells the user ``line`` on the launcher's stderr, as ``stratagem: line``."""
+    print(f"stratagem: {line}", file=sys.stderr, flush=True)
+
+
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[threading.Event]:
     """An event set by SIGINT/SIGTERM (Ctrl-C) while the block runs; the old handlers come back after it."""
@@ -230,7 +234,7 @@ def relaunch_current_script(num_processes: int) -> int:
     try:
         return run(LaunchConfig(command=command, num_processes=num_processes))
     except WorkerFailedError as err:
-        print(f"stratagem: {err}", file=sys.stderr, flush=True)
+        say(str(err))
         return err.exit_code
 
 
