@@ -21,13 +21,14 @@ from stratagem.tf._refusal import module_getattr
 from stratagem.tf._tensor import convert, operands, tensor
 
 
-def _binary(op: str, fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Callable[..., torch.Tensor]:
+def _binary(op: str, fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+            doc: str = "element-wise, on operands of one dtype (TF does not promote).") -> Callable[..., torch.Tensor]:
     def apply(x: Any, y: Any, name: str | None = None) -> torch.Tensor:
         left, right = operands(op, x, y)
         return fn(left, right)
 
     apply.__name__ = apply.__qualname__ = op
-    apply.__doc__ = f"``tf.math.{op}``: element-wise, on operands of one dtype (TF does not promote)."
+    apply.__doc__ = f"``tf.math.{op}``: {doc}"
     return apply
 
 
@@ -116,29 +117,14 @@ def divide(x: Any, y: Any, name: str | None = None) -> torch.Tensor:
 
 
 truediv = divide
-
-
-def divide_no_nan(x: Any, y: Any, name: str | None = None) -> torch.Tensor:
-    """``tf.math.divide_no_nan``: 0 where ``y`` is 0."""
-    left, right = operands("divide_no_nan", x, y)
-    return torch.where(right == 0, torch.zeros((), dtype=left.dtype), left / torch.where(right == 0, 1, right))
-
-
-def multiply_no_nan(x: Any, y: Any, name: str | None = None) -> torch.Tensor:
-    left, right = operands("multiply_no_nan", x, y)
-    return torch.where(right == 0, torch.zeros((), dtype=left.dtype), left * right)
-
-
-def truncatediv(x: Any, y: Any, name: str | None = None) -> torch.Tensor:
-    """``tf.truncatediv``: integer division rounding toward zero (C's rule)."""
-    left, right = operands("truncatediv", x, y)
-    return torch.div(left, right, rounding_mode="trunc")
-
-
-def truncatemod(x: Any, y: Any, name: str | None = None) -> torch.Tensor:
-    """``tf.truncatemod``: the remainder with the dividend's sign."""
-    left, right = operands("truncatemod", x, y)
-    return torch.fmod(left, right)
+divide_no_nan = _binary("divide_no_nan", lambda x, y: torch.where(y == 0, torch.zeros((), dtype=x.dtype),
+                                                                   x / torch.where(y == 0, 1, y)), "0 where ``y`` is 0.")
+multiply_no_nan = _binary("multiply_no_nan", lambda x, y: torch.where(y == 0, torch.zeros((), dtype=x.dtype), x * y),
+                          "0 where ``y`` is 0 (even where ``x`` is inf or nan).")
+# tf.truncatediv / tf.truncatemod: TF's top-level names, kept here beside the other divisions.
+truncatediv = _binary("truncatediv", lambda x, y: torch.div(x, y, rounding_mode="trunc"),
+                      "integer division rounding toward zero (C's rule).")
+truncatemod = _binary("truncatemod", torch.fmod, "the remainder with the dividend's sign.")
 
 
 def _axes(value: torch.Tensor, axis: Any) -> tuple[int, ...]:

@@ -39,31 +39,23 @@ class LogicalDeviceConfiguration(NamedTuple):
     experimental_device_ordinal: int | None = None
 
 
-def _counts() -> dict[str, int]:
-    return {"CPU": 1, "GPU": torch.cuda.device_count() if torch.cuda.is_available() else 0}
-
-
-def _check_type(device_type: str | None) -> str | None:
-    if device_type is None:
-        return None
-    kind = device_type.upper()
-    if kind not in ("CPU", "GPU", "TPU"):
+def _devices(device_type: str | None) -> list[tuple[str, int]]:
+    """``(type, index)`` of each device torch sees: one CPU and the CUDA GPUs, of ``device_type`` (any if None)."""
+    kind = None if device_type is None else device_type.upper()
+    if kind not in (None, "CPU", "GPU", "TPU"):
         raise ValueError(f"device_type must be 'CPU', 'GPU' or 'TPU'. Received: device_type={device_type!r}")
-    return kind
+    counts = {"CPU": 1, "GPU": torch.cuda.device_count() if torch.cuda.is_available() else 0}
+    return [(k, i) for k, n in counts.items() if kind in (None, k) for i in range(n)]
 
 
 def list_physical_devices(device_type: str | None = None) -> list[PhysicalDevice]:
     """``tf.config.list_physical_devices``: the CPU and torch's CUDA GPUs (never a TPU: torch has none here)."""
-    kind = _check_type(device_type)
-    return [PhysicalDevice(f"/physical_device:{k}:{i}", k) for k, n in _counts().items() if kind in (None, k)
-            for i in range(n)]
+    return [PhysicalDevice(f"/physical_device:{k}:{i}", k) for k, i in _devices(device_type)]
 
 
 def list_logical_devices(device_type: str | None = None) -> list[LogicalDevice]:
     """``tf.config.list_logical_devices``: one logical device per physical one (no virtual devices here)."""
-    kind = _check_type(device_type)
-    return [LogicalDevice(f"/device:{k}:{i}", k) for k, n in _counts().items() if kind in (None, k)
-            for i in range(n)]
+    return [LogicalDevice(f"/device:{k}:{i}", k) for k, i in _devices(device_type)]
 
 
 def get_visible_devices(device_type: str | None = None) -> list[PhysicalDevice]:
