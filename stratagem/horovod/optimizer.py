@@ -40,6 +40,12 @@ from stratagem.horovod.compression import Compression, Compressor
 __all__ = ["DistributedOptimizer"]
 
 
+def _wrapped_attribute(name: str) -> Any:
+    """A property reading and setting the wrapped optimizer's attribute ``name``."""
+    return property(lambda self: getattr(self._optimizer, name),
+                    lambda self, value: setattr(self._optimizer, name, value))
+
+
 class DistributedOptimizer(torch.optim.Optimizer):
     """Wraps ``optimizer`` so that ``step()`` applies gradients averaged over every process.
 
@@ -122,29 +128,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
             self._watch(p for group in optimizer.param_groups for p in group["params"])
 
     # The wrapped optimizer's state, seen and set through this object (load_state_dict replaces its containers).
-    @property
-    def param_groups(self) -> list[dict[str, Any]]:
-        return self._optimizer.param_groups
-
-    @param_groups.setter
-    def param_groups(self, value: list[dict[str, Any]]) -> None:
-        self._optimizer.param_groups = value
-
-    @property
-    def state(self) -> Any:
-        return self._optimizer.state
-
-    @state.setter
-    def state(self, value: Any) -> None:
-        self._optimizer.state = value
-
-    @property
-    def defaults(self) -> dict[str, Any]:
-        return self._optimizer.defaults
-
-    @defaults.setter
-    def defaults(self, value: dict[str, Any]) -> None:
-        self._optimizer.defaults = value
+    param_groups = _wrapped_attribute("param_groups")
+    state = _wrapped_attribute("state")
+    defaults = _wrapped_attribute("defaults")
 
     def __getattr__(self, name: str) -> Any:
         # Optimizer's own methods reach for private attributes (hook tables) set in its __init__.
