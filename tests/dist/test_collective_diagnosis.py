@@ -13,7 +13,9 @@ told the shapes, and the group still works.
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,17 +30,23 @@ pytestmark = pytest.mark.dist
 TIMEOUT_S = 3
 
 
-def _worker_hung_peer(rank: int, world_size: int) -> dict:
+def _worker_hung_peer(rank: int, world_size: int, done: str) -> dict:
     strategy = stratagem.distribute.MultiWorkerMirroredStrategy()
     strategy.reduce("sum", torch.ones(1))  # the group works
     if rank == 1:
-        time.sleep(TIMEOUT_S + 8)  # hung past rank 0's timeout and probe, then gone
+        # Hung past rank 0's timeout and probe (it answers nothing while it sleeps), then gone: gone as soon as
+        # rank 0 has its outcome (DONE written) rather than after a fixed TIMEOUT_S + 8 s, which left ~5 s idle.
+        deadline = time.monotonic() + TIMEOUT_S + 8
+        while not os.path.exists(done) and time.monotonic() < deadline:
+            time.sleep(0.2)
         return {}
     start = time.monotonic()
     try:
         strategy.reduce("sum", torch.ones(1))
     except Exception as err:  # noqa: BLE001 -- the error is what the test checks
         return {"type": type(err).__name__, "message": str(err), "seconds": time.monotonic() - start}
+    finally:
+        Path(done).touch()
     return {"type": None}
 
 
@@ -75,8 +83,9 @@ def _worker_calls_on_one_rank(rank: int, world_size: int) -> dict:
 
 
 @pytest.mark.timeout(60)
-def test_hung_peer_is_named_with_its_host_within_timeout_and_probe() -> None:
-    result = run_workers(_worker_hung_peer, 2, timeout_s=40, env={"STRATAGEM_TIMEOUT_S": str(TIMEOUT_S)})[0]
+def test_hung_peer_is_named_with_its_host_within_timeout_and_probe(tmp_path: Path) -> None:
+    result = run_workers(_worker_hung_peer, 2, args=(str(tmp_path / "done"),), timeout_s=40,
+                         env={"STRATAGEM_TIMEOUT_S": str(TIMEOUT_S)})[0]
     assert result["type"] == "CollectiveTimeoutError", result
     assert "[rank 0/2 at 127.0.0.1] all_reduce did not complete within 3s" in result["message"], result
     assert "rank 1 at 127.0.0.1 did not answer" in result["message"] and "unresponsive_ranks=[1]" in result["message"]

@@ -118,9 +118,13 @@ def _cluster(root: str) -> dict[str, list[str]]:
 
 
 def _start_evaluator(root: str) -> mp.process.BaseProcess:
-    """Started first, so that its start-up overlaps the other test's training; it waits for checkpoints."""
+    """Started first, before this worker has a process group or threads; it waits for checkpoints.
+
+    A fork of this warm worker (torch and stratagem imported), not a spawned interpreter: that cost
+    ~4 s of CPU to import them again, and the evaluator's role, not its start-up, is what is tested.
+    """
     tf_config = json.dumps({"cluster": _cluster(root), "task": {"type": "evaluator", "index": 0}})
-    evaluator = mp.get_context("spawn").Process(target=_evaluator_main, args=(root, tf_config))
+    evaluator = mp.get_context("fork").Process(target=_evaluator_main, args=(root, tf_config))
     evaluator.start()
     return evaluator
 

@@ -57,7 +57,9 @@ def test_runner_reports_each_rank_and_never_passes_a_rank_stopped_mid_test(tmp_p
     assert runner.collect(tests) == [("RunnerTests", "test_through_the_shim"), ("RunnerTests", "test_rank_1_fails")]
     passed = runner.run_test(tests, "RunnerTests", "test_through_the_shim", num_processes=2, timeout_s=60, shim=shim)
     assert passed["verdict"] == "passed", passed
-    failed = runner.run_test(tests, "RunnerTests", "test_rank_1_fails", num_processes=2, timeout_s=60, shim=shim)
+    # Rank 1's clean exit waits for rank 0 (still in its test) up to the job's collective timeout, timeout_s / 3
+    # (10 s at least) before the launcher stops rank 0: 30 s gives 10 s, where 60 s left the job idle 20 s.
+    failed = runner.run_test(tests, "RunnerTests", "test_rank_1_fails", num_processes=2, timeout_s=30, shim=shim)
     assert failed["verdict"] == "failed"
     assert failed["ranks"][1]["outcome"] == "failed" and "rank 1 fails" in failed["ranks"][1]["reason"]
     assert failed["ranks"][0]["outcome"] in ("unfinished", "crashed"), failed["ranks"][0]

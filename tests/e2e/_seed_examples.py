@@ -51,8 +51,7 @@ EXEC_PATH = {"practical_mnist.py"}  # `make demo`'s script
 @dataclass(frozen=True)
 class Case:
     script: str
-    # "python"; "self2" (python, and the script's strategy starts its own 2 replicas, as `python train.py` does);
-    # "run2" (stratagem run -n 2); "tf_config2" (2 processes, TF_CONFIG each); "argv2" (2 processes, task index in
+    # "python"; "run2" (stratagem run -n 2); "tf_config2" (2 processes, TF_CONFIG each); "argv2" (2 processes, task index in
     # argv); "ps" (stratagem run --ps 1 --workers 2)
     launch: str
     knobs: dict[str, str]
@@ -116,7 +115,7 @@ def write_keras_home(home: Path, train_images: int | None = None) -> Path:
 def _commands(case: Case) -> list[tuple[list[str], dict[str, str]]]:
     """The processes that run one example, each with its own extra environment."""
     script = str(EXAMPLES / case.script)
-    if case.launch in ("python", "self2"):
+    if case.launch == "python":
         return [([sys.executable, script], {})]
     if case.launch == "run2":
         return [([*LAUNCH, "-n", "2", script], {})]
@@ -134,8 +133,6 @@ def _commands(case: Case) -> list[tuple[list[str], dict[str, str]]]:
 def _environment(case: Case, keras_home: Path) -> dict[str, str]:
     base = dict(os.environ, KERAS_HOME=str(keras_home), STRATAGEM_TIMEOUT_S="60", **case.knobs, **case.env)
     base.pop("TF_CONFIG", None)
-    if case.launch == "self2":  # the test session forbids it (conftest); this case checks it
-        base.pop("STRATAGEM_DISABLE_SCRIPT_LAUNCH", None)
     return base
 
 

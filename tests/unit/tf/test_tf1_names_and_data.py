@@ -8,6 +8,7 @@ import torch
 
 import stratagem.tf as tf
 from stratagem import data
+from stratagem.errors import ConfigurationError
 
 
 def test_string_split_values_as_seed_004_uses_them():
@@ -28,6 +29,10 @@ def test_contrib_names_resolve_to_tf2_homes():
 def test_contrib_mirrored_strategy_num_gpus_gives_that_many_replicas():
     strategy = tf.contrib.distribute.MirroredStrategy(num_gpus=1)
     assert strategy.num_replicas_in_sync == 1
+    # num_gpus=2 asks for 2 replicas, one process each: seed 004's `python script.py` re-runs itself as 2 (the
+    # self-launch is test_launcher's; the test session forbids it, so the request shows as this error).
+    with pytest.raises(ConfigurationError, match="MirroredStrategy with 2 replicas needs one process per replica"):
+        tf.contrib.distribute.MirroredStrategy(num_gpus=2)
 
 
 def test_resize_images_and_convert_image_dtype_take_tf_dtypes():
