@@ -194,28 +194,24 @@ def global_result(metric: Any, strategy: Strategy) -> Any:
     """``metric.result()`` over every replica: its variables combined by their aggregation, in one all-reduce.
 
     A collective: every replica must read the metric at the same point, as TF's sync-on-read
-    variables are read. The metric's own variables are left as they are.
+    variables are read. The metric's own variables are put back as they were.
     """
     import keras
 
-    variables = list(metric.variables)
-    if not variables:
-        return local_result(metric)
-    flat = torch.cat([torch.as_tensor(v.value).detach().reshape(-1).to(torch.float64) for v in variables])
-    summed = strategy.reduce("sum", flat.to(strategy.device), axis=None).cpu()
-    mapping, offset = [], 0
-    for variable in variables:
-        value = torch.as_tensor(variable.value)
-        part = summed[offset : offset + value.numel()].reshape(value.shape)
-        offset += value.numel()
-        if variable.aggregation == "mean":
-            part = part / strategy.num_replicas_in_sync
-        elif variable.aggregation not in ("sum", "mean"):  # "none", "only_first_replica": TF reads the local one
-            part = value.detach().to(torch.float64).cpu()
-        mapping.append((variable, part.to(dtype=value.dtype, device=value.device)))
-    # Keras reads the mapped values in place of the variables' own inside a StatelessScope (public API).
-    with keras.StatelessScope(state_mapping=mapping):
-        return local_result(metric)
+    from stratagem.distribute.strategy import read_summed
+
+    # "none", "only_first_replica": TF reads the local value, so they stay out of the sum.
+    variables = [v for v in metric.variables if v.aggregation in ("sum", "mean")]
+
+    def read() -> Any:
+        for variable in variables:
+            if variable.aggregation == "mean":
+                variable.value.copy_(variable.value / strategy.num_replicas_in_sync)
+        # Copies: a result may be a variable's own tensor (Keras's Sum), which read_summed then puts back.
+        return keras.tree.map_structure(lambda t: torch.as_tensor(t).clone(), local_result(metric))
+
+    with torch.no_grad():
+        return read_summed(strategy, [v.value for v in variables], read)
 
 
 # ---------------------------------------------------------------------------------------------------------------
