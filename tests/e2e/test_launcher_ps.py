@@ -118,8 +118,9 @@ def test_ps_task_in_tf_config_runs_the_server_instead_of_the_script(
 # ---- jobs --------------------------------------------------------------------------------
 @pytest.mark.timeout(120)
 def test_ps_job_trains_and_exits_zero_with_task_prefixes(tmp_path: Path) -> None:
+    # One worker: each task is an interpreter of its own (~4 s of CPU to start); the next test runs two.
     out = tmp_path / "out.json"
-    proc = subprocess.run([*LAUNCH, "--ps", "1", "--workers", "2", str(CUSTOM_LOOP), "sgd", "12", str(out)],
+    proc = subprocess.run([*LAUNCH, "--ps", "1", "--workers", "1", str(CUSTOM_LOOP), "sgd", "12", str(out)],
                           env=ps_job_env(), capture_output=True, text=True, timeout=100)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "[ps 0] stratagem: ps 0 serving on 127.0.0.1:" in proc.stdout
