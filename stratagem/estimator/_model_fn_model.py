@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from stratagem._nest import batch_size_of
 from stratagem.distribute.capabilities import AppliesUpdates, SchedulesSteps
 from stratagem.errors import ConfigurationError
 from stratagem.estimator.specs import EstimatorSpec, ModeKeys
@@ -73,7 +74,7 @@ class ModelFnModel(Model):
         step = self._gradient_step
         assert step is not None and self._train_module is not None
         features, labels, _ = unpack(data)
-        rows = int(torch.as_tensor(_first_tensor(features)).shape[0])
+        rows = batch_size_of(features)
         with step.forward():  # gradients cleared, autocast, DDP's no_sync between accumulated updates
             spec = self._train_module(self._to_device(features), self._to_device(labels))
         if spec.loss is None:
@@ -105,7 +106,7 @@ class ModelFnModel(Model):
     def test_step(self, data: Any, *, global_batch_size: int | None = None) -> None:
         spec, _ = self._spec(data, ModeKeys.EVAL)
         if spec.loss is not None:
-            rows = int(torch.as_tensor(_first_tensor(data)).shape[0])
+            rows = batch_size_of(data)
             self._track_loss(spec.loss, rows, global_batch_size or rows * self.distribute_strategy.num_replicas_in_sync)
         for name, metric in (spec.eval_metric_ops or {}).items():
             kept = self._eval_metrics.setdefault(name, metric)
@@ -150,11 +151,3 @@ class _ModelFnCall(nn.Module):
                 "and synchronises the module of its first call. Build the module once, outside model_fn. "
                 f"Received: a new {type(spec.scaffold).__name__}")
         return spec
-
-
-def _first_tensor(data: Any) -> Any:
-    while isinstance(data, (tuple, list)):
-        data = data[0]
-    if isinstance(data, dict):
-        return _first_tensor(next(iter(data.values())))
-    return data
