@@ -15,8 +15,13 @@ def map_structure(fn: Callable[[Any], Any], structure: Any) -> Any:
     return fn(structure)
 
 
-def batch_size_of(structure: Any) -> int:
-    """Length of the leading axis of the first leaf (in depth-first order)."""
+def first_leaf(structure: Any) -> Any:
+    """The first leaf in depth-first order (tuples, lists and dicts descend into their first item)."""
     while isinstance(structure, (dict, tuple, list)):
         structure = next(iter(structure.values())) if isinstance(structure, dict) else structure[0]
-    return int(structure.shape[0])
+    return structure
+
+
+def batch_size_of(structure: Any) -> int:
+    """Length of the leading axis of the first leaf."""
+    return int(first_leaf(structure).shape[0])

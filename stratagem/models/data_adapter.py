@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from stratagem._nest import batch_size_of, map_structure
+from stratagem._nest import batch_size_of, first_leaf, map_structure
 from stratagem.data.dataset import Dataset
 from stratagem.data.options import INFINITE_CARDINALITY
 from stratagem.data.iterator import DatasetIterator
@@ -238,7 +238,7 @@ def make_adapter(x: Any, y: Any, sample_weight: Any, *, batch_size: int | None, 
         _check_sample_weight_shape(sample_weight, batch_size_of(data))
         if batch_size_of(data) == 0:
             raise ValueError(f"Expected input data to be non-empty. The arrays hold 0 examples. "
-                             f"Received: x with shape {tuple(_first_array(data).shape)}")
+                             f"Received: x with shape {tuple(first_leaf(data).shape)}")
         if not local:  # raised here, before any step, with the fix
             check_global_batch_size(batch_size, strategy.num_replicas_in_sync)
         dataset = array_dataset(data, batch_size=batch_size, shuffle=shuffle)
@@ -326,12 +326,6 @@ def _is_array(value: Any) -> bool:
 def _holds_arrays(x: Any) -> bool:
     """Arrays or tensors, alone or in a tuple, list or dict (``x`` as Keras takes it), not batches."""
     return _is_array(x) or (isinstance(x, (tuple, list, dict)) and _is_array(_first(x)))
-
-
-def _first_array(structure: Any) -> Any:
-    leaves: list[Any] = []
-    map_structure(leaves.append, structure)
-    return leaves[0]
 
 
 def _first(structure: Any) -> Any:
