@@ -123,7 +123,8 @@ class KerasTraining:
                  sample_weight: Any = None, steps: int | None = None, callbacks: Sequence[Any] | None = None,
                  return_dict: bool = False, **kwargs: Any) -> Any:
         """Keras's ``evaluate``, run by ``stratagem.Model.evaluate`` (metrics over every replica's examples)."""
-        _check_no_kwargs("evaluate", kwargs)
+        if kwargs:
+            raise ValueError(f"evaluate() got arguments stratagem does not implement. Received: {sorted(kwargs)}")
         return self._trainer(x).evaluate(x, y, batch_size=batch_size, verbose=verbose, sample_weight=sample_weight,
                                          steps=steps, callbacks=callbacks, return_dict=return_dict)
 
@@ -245,11 +246,6 @@ def _serializable(config: dict[str, Any]) -> bool:
         return value is None or isinstance(value, (str, bool, int, float, *keras_types))
 
     return keras is not None and plain(config)
-
-
-def _check_no_kwargs(method: str, kwargs: dict[str, Any]) -> None:
-    if kwargs:
-        raise ValueError(f"{method}() got arguments stratagem does not implement. Received: {sorted(kwargs)}")
 
 
 __all__ = ["KerasTraining"]

@@ -20,6 +20,7 @@ import torch
 
 from stratagem._nest import map_structure
 from stratagem.distribute.values import parse_enum
+from stratagem.tf._tensor import unwrap
 
 __all__ = ["GradientTape", "UnconnectedGradients"]
 
@@ -33,12 +34,8 @@ class UnconnectedGradients(str, enum.Enum):
 
 def torch_value(source: Any) -> Any:
     """The torch tensor a source stands for: a tensor itself, or a variable's (Keras, ``tf.Variable``) value."""
-    if isinstance(source, torch.Tensor):
-        return source
-    value = getattr(source, "value", None)
-    if isinstance(value, torch.Tensor):
-        return value
-    return None
+    value = unwrap(source)
+    return value if isinstance(value, torch.Tensor) else None
 
 
 class GradientTape:
@@ -66,19 +63,18 @@ class GradientTape:
         self._persistent = bool(persistent)
         self._watch_accessed_variables = bool(watch_accessed_variables)
         self._watched: dict[int, torch.Tensor] = {}  # id -> tensor; the tensors are kept so ids stay unique
-        self._recording: contextlib.ExitStack | None = None
+        self._recording: torch.enable_grad | None = None
         self._used = False
 
     def __enter__(self) -> GradientTape:
-        stack = contextlib.ExitStack()
-        stack.enter_context(torch.enable_grad())  # a tape inside torch.no_grad() still records, as in TF
-        self._recording = stack
+        self._recording = torch.enable_grad()  # a tape inside torch.no_grad() still records, as in TF
+        self._recording.__enter__()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        if self._recording is not None:
-            self._recording.close()
-            self._recording = None
+        recording, self._recording = self._recording, None
+        if recording is not None:
+            recording.__exit__(None, None, None)
 
     def watch(self, tensor: Any) -> None:
         """Records operations on ``tensor`` (a tensor, a variable, or a nested structure of them) from now on.

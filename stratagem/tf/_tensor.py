@@ -25,7 +25,7 @@ from stratagem.tf import dtypes
 Tensor = torch.Tensor
 
 
-def _unwrap(value: Any) -> Any:
+def unwrap(value: Any) -> Any:
     # A Keras variable (tf.Variable is one) holds its torch tensor in `.value`.
     inner = getattr(value, "value", None)
     if isinstance(inner, torch.Tensor) and not isinstance(value, torch.Tensor):
@@ -50,7 +50,7 @@ def convert(value: Any, dtype: Any = None) -> Any:
 
     A tensor given with another ``dtype`` raises, as in TF; Python and numpy values convert to ``dtype``.
     """
-    value = _unwrap(value)
+    value = unwrap(value)
     target = None if dtype is None else dtypes.as_dtype(dtype)
     if isinstance(value, torch.Tensor):
         if target is not None and target != value.dtype:
@@ -58,7 +58,7 @@ def convert(value: Any, dtype: Any = None) -> Any:
                              f"{dtypes.as_dtype(value.dtype).name}. Use tf.cast to change a tensor's dtype. "
                              f"Received: dtype={target.name}")
         return value
-    if isinstance(value, (list, tuple)) and any(isinstance(_unwrap(v), torch.Tensor) for v in value):
+    if isinstance(value, (list, tuple)) and any(isinstance(unwrap(v), torch.Tensor) for v in value):
         return torch.stack([convert(v, dtype) for v in value])  # tf.constant([t1, t2]) packs tensors
     if isinstance(value, (bytes, str)) or (target is not None and target == dtypes.string):
         return _strings(value)
@@ -88,7 +88,7 @@ def tensor(value: Any, dtype: Any = None) -> torch.Tensor:
 
 def is_tensor(value: Any) -> bool:
     """``tf.is_tensor``: a torch tensor or a variable."""
-    return isinstance(_unwrap(value), torch.Tensor)
+    return isinstance(unwrap(value), torch.Tensor)
 
 
 def operands(op: str, *values: Any) -> list[torch.Tensor]:
@@ -97,7 +97,7 @@ def operands(op: str, *values: Any) -> list[torch.Tensor]:
     Raises:
         TypeError: If two tensors have different dtypes (TF raises too; it never promotes).
     """
-    first = next((_unwrap(v) for v in values if is_tensor(v)), None)
+    first = next((unwrap(v) for v in values if is_tensor(v)), None)
     if first is None:
         first = tensor(values[0])
     dtype = first.dtype
