@@ -33,8 +33,8 @@ MODEL_WEIGHTS_FILE = "weights.safetensors"  # the weights in a model.save folder
 _BEFORE_RENAME_HOOK: list[Callable[[str], None]] = []  # tests inject a crash between write and rename
 
 
-def atomic_write(path: str | os.PathLike[str], write: Callable[[str], object]) -> None:
-    """Calls ``write(tmp_path)``, then moves the result to ``path`` atomically.
+def atomic_write(path: str | os.PathLike[str], write: Callable[[str], object], suffix: str = "") -> None:
+    """Calls ``write(tmp_path)``, then moves the result to ``path`` atomically (``suffix`` ends ``tmp_path``).
 
     Temporary files and folders that interrupted writes (a killed process) left
     in the same folder before this write began are deleted once it succeeds:
@@ -45,7 +45,7 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[str], object]) -
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=f".tmp{suffix}", dir=target.parent)
     os.close(fd)
     started = os.stat(tmp).st_mtime_ns  # the file system's clock, as the leftovers' times are
     try:

@@ -13,12 +13,12 @@ crash never leaves half of one. Other paths keep stratagem's formats (``saving.p
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
 from torch import nn
 
+from stratagem.checkpoint.io import atomic_write
 from stratagem.models.keras_model import KerasModule, imported_keras
 
 MODEL_SUFFIXES = (".keras", ".h5")  # what keras.Model.save writes (".h5": Keras's legacy HDF5 format)
@@ -41,19 +41,11 @@ def save(keras_model: Any, filepath: Any, *, weights_only: bool, overwrite: bool
                               f"Received: filepath={os.fspath(filepath)!r}")
     if not is_chief:  # NOTE: every replica holds the same weights; N writers of one file would interleave it
         return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    suffix = WEIGHTS_SUFFIX if weights_only else target.suffix  # Keras picks the format by the suffix
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp{suffix}")
     saving = imported_keras().saving  # type: ignore[union-attr]
-    try:
-        # keras.saving's functions, not the model's methods: a tf.keras model's save() comes back here.
-        if weights_only:
-            saving.save_weights(keras_model, tmp)
-        else:
-            saving.save_model(keras_model, tmp)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    # keras.saving's functions, not the model's methods: a tf.keras model's save() comes back here.
+    write = saving.save_weights if weights_only else saving.save_model
+    # The temporary file ends in the target's suffix: Keras picks the format by it.
+    atomic_write(target, lambda tmp: write(keras_model, tmp), suffix=WEIGHTS_SUFFIX if weights_only else target.suffix)
 
 
 def load_weights(keras_model: Any, filepath: Any, **kwargs: Any) -> None:
