@@ -40,6 +40,11 @@ def pytest_configure(config: pytest.Config) -> None:
         # NOTE: each worker's torch would run one thread per core beside the other worker's: spinning threads
         # on oversubscribed cores burn CPU time and gain nothing. Children get their own counts (launcher, warm).
         torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // int(config.workerinput["workercount"])))
+        from stratagem.testing.warm_processes import start_warm_server
+
+        # The warm server's imports overlap this worker's collection: charged to no test file (it was the first
+        # warm test's, up to ~4 s of a file's time beside the other workers, e.g. test_elastic's).
+        start_warm_server()
     limit = config.getoption("--max-file-seconds")
     if limit is not None:
         guard = FileTimeGuard(limit, slow_files_to=config.getoption("--slow-files-to"),

@@ -64,6 +64,18 @@ def warm_context() -> ForkServerContext:
     return context  # type: ignore[return-value]
 
 
+def start_warm_server() -> None:
+    """Starts the warm server now, in the background, rather than at the first warm process.
+
+    Its imports (~4 s of CPU) then overlap whatever this process does next (a
+    test session's collection) instead of the first test that needs it.
+    """
+    warm_context()
+    from multiprocessing import forkserver
+
+    forkserver.ensure_running()
+
+
 class ScriptProcess:
     """``python COMMAND...`` in a warm process, with the part of ``subprocess.Popen`` tests use.
 

@@ -172,17 +172,30 @@ def _run_warm(case: Case, cwd: Path, keras_home: Path) -> str:
                 assert code == 0, f"{case.script}: the chief exited with {code}:\n{cluster.logs()[-4000:]}"
             return _prefixed(logs / "chief0.log", "chief")
         if case.launch == "run2":
-            processes = launched_processes([script], 2, env=base, cwd=cwd, log_dir=logs)
-            labels = ["rank 0", "rank 1"]
-        else:
-            processes = [ScriptProcess(command[1:], env=dict(base, **extra), cwd=cwd, log_path=logs / f"rank{i}.log")
-                         for i, (command, extra) in enumerate(_commands(case))]
-            labels = [None] * len(processes)
+            return run_launched([script], 2, env=base, cwd=cwd, what=case.script)
+        processes = [ScriptProcess(command[1:], env=dict(base, **extra), cwd=cwd, log_path=logs / f"rank{i}.log")
+                     for i, (command, extra) in enumerate(_commands(case))]
         _wait_all(processes, TIMEOUT_S)
-        outputs = [_prefixed(logs / f"rank{i}.log", label) for i, label in enumerate(labels)]
+        outputs = [(logs / f"rank{i}.log").read_text(errors="replace") for i in range(len(processes))]
         for process, output in zip(processes, outputs):
             assert process.returncode == 0, f"{case.script} exited with {process.returncode}:\n{output[-4000:]}"
-        return outputs[0] if labels[0] is None else "".join(outputs)
+        return outputs[0]
+
+
+def run_launched(command: list[str], num_processes: int, *, env: dict[str, str], cwd: Path, what: str,
+                 timeout_s: float = TIMEOUT_S) -> str:
+    """The workers of ``stratagem run -n NUM_PROCESSES COMMAND...`` as warm processes (``launched_processes``).
+
+    Asserts each exits 0; returns their output as the launcher passes it on, each line prefixed ``[rank r] ``.
+    """
+    with tempfile.TemporaryDirectory(prefix="launched-logs-") as log_dir:
+        logs = Path(log_dir)
+        processes = launched_processes(command, num_processes, env=env, cwd=cwd, log_dir=logs)
+        _wait_all(processes, timeout_s)
+        outputs = [_prefixed(logs / f"rank{rank}.log", f"rank {rank}") for rank in range(num_processes)]
+    for process, output in zip(processes, outputs):
+        assert process.returncode == 0, f"{what} exited with {process.returncode}:\n{output[-4000:]}"
+    return "".join(outputs)
 
 
 def _wait_all(processes: list[ScriptProcess], timeout_s: float) -> None:
@@ -199,12 +212,11 @@ def _wait_all(processes: list[ScriptProcess], timeout_s: float) -> None:
             process.wait(5)
 
 
-def _prefixed(log: Path, label: str | None) -> str:
+def _prefixed(log: Path, label: str) -> str:
     """The log's lines as the launcher passes them on: ``[label] `` first, torch's own ``[rankN]: `` dropped."""
-    text = log.read_text(errors="replace")
-    torch_prefix = f"[{label.replace(' ', '')}]: " if label else ""
-    return text if label is None else "".join(f"[{label}] {line.removeprefix(torch_prefix)}\n"
-                                              for line in text.splitlines())
+    torch_prefix = f"[{label.replace(' ', '')}]: "
+    return "".join(f"[{label}] {line.removeprefix(torch_prefix)}\n"
+                   for line in log.read_text(errors="replace").splitlines())
 
 
 def check_case(case: Case, keras_home: Path, cwd: Path) -> float:
