@@ -63,6 +63,17 @@ class Dataset(abc.ABC):
         """Starts fetching ``_get_many(indices)``; nodes that can work ahead (parallel maps) begin now."""
         return Pending(lambda: self._get_many(indices, ctx))
 
+    def _expect_order(self, order: np.ndarray, ctx: IterContext) -> None:
+        """A hint: this pass will fetch positions ``order`` (int64), in that order; nodes above pass it on mapped.
+
+        A filling in-memory cache computes its elements in chunks along it (``ops/cache.py``); others ignore it.
+        """
+
+    def _rows_independent(self, ctx: IterContext) -> bool:
+        """Whether each row of ``_get_many`` is what ``_get`` gives, whatever rows are fetched together and in
+        whatever order: deterministic, no row reading another and no random state drawn (False unless known)."""
+        return False
+
     def _make_iterator(self, ctx: IterContext) -> DatasetIterator:
         return IndexIterator(self, ctx) if self._length() is not None else self._streaming_iterator(ctx)
 

@@ -13,6 +13,8 @@ import collections
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from stratagem.data._structure import stack
 from stratagem.data.dataset import Dataset, _check_positive
 from stratagem.data.iterator import DatasetIterator, IndexIterator, IterContext, Pending, ParentPositionIterator
@@ -78,9 +80,15 @@ class BatchIterator(IndexIterator):
     def __init__(self, dataset: BatchDataset, ctx: IterContext) -> None:
         super().__init__(dataset, ctx)
         self._pending: collections.deque[Pending] = collections.deque()
+        self._announced = False
 
     def _submit(self, index: int) -> Pending:
         dataset: BatchDataset = self._dataset  # type: ignore[assignment]
+        if not self._announced:  # the rest of the pass, in order: a filling cache below computes along it
+            self._announced = True
+            n = dataset._parents[0]._length()
+            if n is not None and n >= 0:
+                dataset._parents[0]._expect_order(np.arange(dataset.rows(index).start, n, dtype=np.int64), self._ctx)
         return dataset._parents[0]._submit_many(dataset.rows(index), self._ctx)
 
     def __next__(self) -> Any:
@@ -98,6 +106,7 @@ class BatchIterator(IndexIterator):
     def set_state(self, state: dict[str, Any]) -> None:
         self.close()
         super().set_state(state)
+        self._announced = False
 
     def close(self) -> None:
         while self._pending:

@@ -23,6 +23,7 @@ import json
 import os
 import re
 import socket
+import threading
 import uuid
 import zipfile
 from collections.abc import Callable, Sequence
@@ -34,10 +35,10 @@ import torch
 
 from stratagem._nest import map_structure
 from stratagem._process import keep_freed_memory
-from stratagem.data._column_memory import empty_rows
-from stratagem.data._structure import leaves, stack, take_rows
+from stratagem.data._structure import stack, take_rows
 from stratagem.data.dataset import Dataset
 from stratagem.data.iterator import DatasetIterator, IterContext
+from stratagem.data.ops._cache_columns import FILL_ROWS, OrderedFill, copy_rows, empty_columns, is_permutation
 from stratagem._disk_full import raise_if_disk_full
 from stratagem.data.options import INFINITE_CARDINALITY
 from stratagem.errors import CheckpointError
@@ -118,9 +119,17 @@ class CacheDataset(Dataset):
         store = self.store()
         if self._length() == INFINITE_CARDINALITY or not isinstance(store, _MemoryStore):
             return super()._get_many(indices, ctx)
+        elements = store.take_planned(indices, ctx)
+        if elements is not None:
+            return elements
         if not store.is_complete():
             self.fill(ctx)
         return store.get_many(indices)
+
+    def _expect_order(self, order: np.ndarray, ctx: IterContext) -> None:
+        store = self.store()
+        if self._length() != INFINITE_CARDINALITY and isinstance(store, _MemoryStore):
+            store.expect_order(self._parents[0], ctx.at(seed=ctx.seed, epoch=0), order)
 
     def _streaming_iterator(self, ctx: IterContext) -> DatasetIterator:
         return _CacheIterator(self, ctx)
@@ -208,16 +217,23 @@ class _MemoryStore:
     """Elements in a list, as produced; or, filled from a random-access parent, as columns.
 
     Columns: one array (or tensor) per leaf with every element's row, filled
-    ``_FILL_ROWS`` elements at a time by the parent's batched fetch (a
+    ``FILL_ROWS`` elements at a time by the parent's batched fetch (a
     vectorised map runs once per chunk); a batch of cached elements is then one
-    gather per leaf instead of a stack of element objects.
+    gather per leaf instead of a stack of element objects. Filled in index
+    order, row ``i`` is element ``i``; filled along a reader's announced order
+    (``_cache_columns.OrderedFill``), ``_slots[i]`` is element ``i``'s row.
     """
 
     def __init__(self) -> None:
         self._elements: list[Any] | None = None
         self._columns: Any = None
+        self._slots: np.ndarray | None = None
         self._num_rows = 0
         self.seed: int | None = None
+        self._plan: OrderedFill | None = None
+        self._plan_decided = False  # whether the plan's parent was found to have independent rows
+        self._no_columns = False  # a fill into columns failed: elements go to the list
+        self._lock = threading.RLock()  # one fill at a time: iterators of one pipeline may run in several threads
 
     def is_complete(self) -> bool:
         return self._elements is not None or self._columns is not None
@@ -229,7 +245,7 @@ class _MemoryStore:
         if self._columns is not None:
             if not 0 <= index < self._num_rows:
                 raise IndexError(f"cache index out of range. Received: index={index}, num_elements={self._num_rows}")
-            return take_rows(self._columns, index)
+            return take_rows(self._columns, index if self._slots is None else int(self._slots[index]))
         assert self._elements is not None
         return self._elements[index]
 
@@ -237,11 +253,95 @@ class _MemoryStore:
         if self._columns is None:
             return stack([self.get(i) for i in indices])
         rows = np.asarray(indices, dtype=np.int64)
+        if self._slots is not None:
+            rows = self._slots[rows]
         return map_structure(lambda leaf: leaf[torch.from_numpy(rows)] if isinstance(leaf, torch.Tensor) else leaf[rows],
                              self._columns)
 
-    def fill_columns(self, parent: Dataset, ctx: IterContext) -> bool:
-        """Fills the columns from ``parent``'s pass under ``ctx``; False (nothing kept) where it cannot."""
+    def expect_order(self, parent: Dataset, ctx: IterContext, order: np.ndarray) -> None:
+        """Plans the fill along ``order`` (the positions a reader will fetch) if it covers every element once."""
+        with self._lock:
+            length = parent._length()
+            if (self.is_complete() or self._plan is not None or length is None
+                    or not is_permutation(order, length)):
+                return
+            self._plan, self._plan_decided = OrderedFill(parent, ctx, order, length), False
+
+    def take_planned(self, indices: Sequence[int], ctx: IterContext) -> Any | None:
+        """The elements at ``indices`` from the planned fill; None where there is none or they are off its order."""
+        if self._plan is None:
+            return None
+        with self._lock:
+            plan = self._plan
+            if plan is None or not self._decide(plan):
+                return None
+            try:
+                elements = plan.take(indices, ctx)
+                if elements is None:  # off the order (another reader): the rest is filled now, then read
+                    plan.finish()
+            except ValueError:  # elements that do not fit columns: the fill in index order decides what to keep
+                self._plan = None
+                return None
+            if plan.complete:
+                self._complete_from(plan)
+            if elements is None or plan.complete:
+                self._plan = None  # later fetches read the columns
+            return elements
+
+    def _decide(self, plan: OrderedFill) -> bool:
+        """Whether the plan may run: the parent's rows must be independent of fetching (else the fill in index order).
+
+        A map decides at its first batch call, so the fill's first chunk in index order, the one the fill
+        without a plan computes first, runs before the question is asked; if the answer is no, that fill goes
+        on from it (each element is computed once, in the order it always was).
+        """
+        if self._plan_decided:
+            return True
+        keep_freed_memory()  # see fill_columns
+        parent, ctx = plan._parent, plan.ctx
+        first = None
+        if not parent._rows_independent(ctx):
+            length = parent._length()
+            assert length is not None
+            try:
+                first = parent._get_many(range(0, min(length, FILL_ROWS)), ctx)
+            except ValueError:  # elements of different shapes do not stack: the list keeps them as they are
+                self._plan, self._no_columns = None, True
+                return False
+            if not parent._rows_independent(ctx):
+                self._plan = None
+                self.fill_columns(parent, ctx, first=first)
+                return False
+        self._plan_decided = True
+        return True
+
+    def fill_columns(self, parent: Dataset, ctx: IterContext, *, first: Any = None) -> bool:
+        """Fills the columns from ``parent``'s pass under ``ctx``; False (nothing kept) where it cannot.
+
+        A planned fill (``expect_order``) is finished instead where it runs; ``first`` is the first chunk,
+        computed already.
+        """
+        with self._lock:
+            if self._plan is not None and self._plan_decided:
+                plan, self._plan = self._plan, None
+                try:
+                    plan.finish()
+                except ValueError:  # as in index order: elements that do not fit columns go to the list
+                    return False
+                self._complete_from(plan)
+                return True
+            self._plan = None
+            if self._no_columns:
+                return False
+            self._no_columns = not self._fill_in_index_order(parent, ctx, first)
+            return not self._no_columns
+
+    def _complete_from(self, plan: OrderedFill) -> None:
+        if not self.is_complete():  # another pass may have completed first; it wins
+            self._slots = plan.slots()
+            self._columns, self._num_rows, self.seed = plan.columns, len(self._slots), plan.ctx.seed
+
+    def _fill_in_index_order(self, parent: Dataset, ctx: IterContext, first: Any) -> bool:
         length = parent._length()
         if length is None or length <= 0:
             return False
@@ -249,17 +349,17 @@ class _MemoryStore:
         # as fit does for its steps.
         keep_freed_memory()
         columns: Any = None
-        for start in range(0, length, _FILL_ROWS):
-            stop = min(length, start + _FILL_ROWS)
+        for start in range(0, length, FILL_ROWS):
+            stop = min(length, start + FILL_ROWS)
             try:
-                chunk = parent._get_many(range(start, stop), ctx)
+                chunk = first if start == 0 and first is not None else parent._get_many(range(start, stop), ctx)
             except ValueError:  # elements of different shapes do not stack: the list keeps them as they are
                 return False
             if columns is None:
-                columns = _empty_columns(chunk, length)
+                columns = empty_columns(chunk, length)
                 if columns is None:
                     return False
-            if not _copy_rows(columns, chunk, start, stop):
+            if not copy_rows(columns, chunk, start, stop):
                 return False
         if not self.is_complete():  # another pass may have completed first; it wins
             self._columns, self._num_rows, self.seed = columns, length, ctx.seed
@@ -267,38 +367,6 @@ class _MemoryStore:
 
     def writer(self) -> _MemoryWriter:
         return _MemoryWriter(self)
-
-
-_FILL_ROWS = 1024  # elements per batched fetch while filling columns
-
-
-def _empty_columns(chunk: Any, length: int) -> Any | None:
-    """Per leaf of ``chunk``, an empty array of ``length`` rows of its row shape and dtype (None: a leaf is no batch)."""
-    kinds = leaves(chunk)
-    if not kinds or not all(isinstance(leaf, (np.ndarray, torch.Tensor)) and leaf.ndim >= 1 for leaf in kinds):
-        return None
-    if any(isinstance(leaf, np.ndarray) and leaf.dtype.hasobject for leaf in kinds):
-        return None  # object rows (bytes) stay element objects in the list
-    # Large columns come resident: their pages are faulted in by another thread while the chunks are written.
-    return map_structure(lambda leaf: empty_rows(leaf, length), chunk)
-
-
-def _copy_rows(columns: Any, chunk: Any, start: int, stop: int) -> bool:
-    """Writes ``chunk`` into rows ``start:stop``; False if its structure, dtypes or row shapes differ."""
-    targets, sources = leaves(columns), leaves(chunk)
-    if len(targets) != len(sources) or _structure_of(columns) != _structure_of(chunk):
-        return False
-    for target, source in zip(targets, sources):
-        if (type(target) is not type(source) or target.dtype != source.dtype
-                or tuple(target.shape[1:]) != tuple(source.shape[1:]) or source.shape[0] != stop - start):
-            return False
-    for target, source in zip(targets, sources):
-        target[start:stop] = source
-    return True
-
-
-def _structure_of(structure: Any) -> Any:
-    return map_structure(lambda leaf: None, structure)
 
 
 class _MemoryWriter(list):

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from stratagem.data.dataset import Dataset
 from stratagem.data.iterator import DatasetIterator, IterContext, Pending
 from stratagem.data.options import Options
@@ -28,6 +30,9 @@ class IndexMapDataset(Dataset):
 
     def _submit_many(self, indices: Sequence[int], ctx: IterContext) -> Pending:
         return self._parents[0]._submit_many(self._parent_indices(indices, ctx), ctx)
+
+    def _expect_order(self, order: np.ndarray, ctx: IterContext) -> None:
+        self._parents[0]._expect_order(np.asarray(self._parent_indices(order.tolist(), ctx), dtype=np.int64), ctx)
 
 
 class ForwardingDataset(IndexMapDataset):

@@ -198,6 +198,14 @@ class MapDataset(Dataset):
             rest = parallel_map.submit_many(self._pool, indices[len(done):], ctx)
             return rest.then(lambda tail: done + list(tail)) if done else rest
 
+    def _expect_order(self, order: np.ndarray, ctx: IterContext) -> None:
+        self._parents[0]._expect_order(order, ctx)
+
+    def _rows_independent(self, ctx: IterContext) -> bool:
+        # Only once a batch call has run under vmap (sound by construction, no random draw) and batch calls stay on.
+        return (not self._vectorized and self._row_calls is True and ctx.map_vectorization is not False
+                and self._parents[0]._rows_independent(ctx))
+
     def _make_iterator(self, ctx: IterContext) -> DatasetIterator:
         if self._num_parallel_calls is not None:
             from stratagem.data.ops.parallel_map import ParallelMapIterator

@@ -2,8 +2,10 @@
 
 With ``AUTOTUNE`` elements are first produced inline, and the thread starts
 only once the consumer's own work between elements is at least a quarter of
-the time spent producing them (measured over windows of 8): a consumer that
-does nothing else gains nothing from a thread and would pay its hand-off.
+the time spent producing them and at least 50 microseconds per element
+(measured over windows of 8; the shortest gap of a window counts for each of
+its elements, so one pause is no work): a consumer that does nothing else
+gains nothing from a thread and would pay its hand-off.
 Once running, the buffer starts at 2 and grows by one each time the
 consumer finds it empty, up to 64 elements and to what fits the memory budget
 (``Options().autotune.ram_budget`` over the size of one element). The thread
@@ -28,6 +30,7 @@ _MAX_AUTOTUNE_BUFFER = 64
 _JOIN_S = 5.0
 _INLINE_WINDOW = 8  # AUTOTUNE: elements measured inline before each decision
 _OVERLAP_WORTH = 0.25  # ... and the consumer/producer time ratio from which a thread pays
+_MIN_CONSUME_S = 5e-5  # ... and the consumer's least work per element: below, the hand-off costs more than it hides
 
 
 class PrefetchDataset(ForwardingDataset):
@@ -64,7 +67,8 @@ class PrefetchIterator(ParentPositionIterator):
         # work between batches that producing could overlap; otherwise its hand-off
         # (queue, locks, the GIL going back and forth) is pure cost.
         self._inline = self._autotune
-        self._produce_s = self._consume_s = 0.0
+        self._produce_s = 0.0
+        self._consume_min = float("inf")  # the consumer's shortest gap between elements in the window
         self._inline_count = 0
         self._returned_at: float | None = None
 
@@ -111,17 +115,23 @@ class PrefetchIterator(ParentPositionIterator):
     def _next_inline(self) -> Any:
         now = time.perf_counter()
         if self._returned_at is not None:
-            self._consume_s += now - self._returned_at
+            self._consume_min = min(self._consume_min, now - self._returned_at)
         element = next(self._parent)  # StopIteration and errors reach the consumer as they are
         self._state = self._parent.get_state()
         self._returned_at = time.perf_counter()
         self._produce_s += self._returned_at - now
         self._inline_count += 1
         if self._inline_count % _INLINE_WINDOW == 0:
-            # Look-ahead pays once the consumer's own work is a fair share of the producing.
-            if self._consume_s >= _OVERLAP_WORTH * self._produce_s:
+            # Look-ahead pays once the consumer's own work is a fair share of the producing and more than a
+            # hand-off between threads costs (a consumer that only reads shapes, over batches sliced from a
+            # cache's chunk, would otherwise qualify and then wait on every hand-off).
+            # The consumer's least gap of the window counts, so that one pause (a garbage collection) does not
+            # start a thread for good.
+            gap = self._consume_min
+            if gap * _INLINE_WINDOW >= _OVERLAP_WORTH * self._produce_s and gap >= _MIN_CONSUME_S:
                 self._inline = False
-            self._produce_s = self._consume_s = 0.0
+            self._produce_s = 0.0
+            self._consume_min = float("inf")
         return element
 
     def _grow(self) -> None:

@@ -71,6 +71,9 @@ class PermutationShuffleDataset(_ShuffleBase, IndexMapDataset):
     def _parent_indices(self, indices: Sequence[int], ctx: IterContext) -> Sequence[int]:
         return self._permutation(ctx)[np.asarray(indices, dtype=np.int64)].tolist()  # type: ignore[no-any-return]
 
+    def _expect_order(self, order: np.ndarray, ctx: IterContext) -> None:
+        self._parents[0]._expect_order(self._permutation(ctx)[order], ctx)
+
     def __str__(self) -> str:
         return f"ShuffleDataset(permutation, seed={self._seed}) <- {self._parents[0]}"
 

@@ -51,6 +51,9 @@ class TensorSliceDataset(Dataset):
         return map_structure(lambda leaf: leaf[torch.from_numpy(rows)] if isinstance(leaf, torch.Tensor) else leaf[rows],
                              self._tensors)
 
+    def _rows_independent(self, ctx: IterContext) -> bool:
+        return True
+
     def __str__(self) -> str:
         return f"TensorSliceDataset({self._num} elements)"
 
