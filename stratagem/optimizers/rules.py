@@ -65,8 +65,12 @@ def advance(optimizer: torch.optim.Optimizer, schedule: LearningRateSchedule | N
 class KerasRule(torch.optim.Optimizer):
     """Base of the rules: clipping, weight decay and step counting; a subclass writes ``_update``."""
 
-    def __init__(self, params: Any, defaults: dict[str, Any], schedule: LearningRateSchedule | None) -> None:
-        super().__init__(params, {**defaults, "iterations": 0})
+    def __init__(self, params: Any, defaults: dict[str, Any], *, weight_decay: float = 0.0,
+                 clipnorm: float | None = None, clipvalue: float | None = None, global_clipnorm: float | None = None,
+                 schedule: LearningRateSchedule | None = None) -> None:
+        # The arguments every rule takes: a subclass passes them on (``**common``), and they are group keys too.
+        super().__init__(params, {**defaults, "weight_decay": weight_decay, "clipnorm": clipnorm,
+                                  "clipvalue": clipvalue, "global_clipnorm": global_clipnorm, "iterations": 0})
         self.schedule = schedule
 
     @override
@@ -115,10 +119,8 @@ class KerasSGD(KerasRule):
     """``keras.optimizers.SGD``: ``m = momentum * m - lr * g; w += m`` (nesterov: ``w += momentum * m - lr * g``)."""
 
     def __init__(self, params: Any, lr: float = 0.01, momentum: float = 0.0, nesterov: bool = False,
-                 weight_decay: float = 0.0, clipnorm: float | None = None, clipvalue: float | None = None,
-                 global_clipnorm: float | None = None, schedule: LearningRateSchedule | None = None) -> None:
-        super().__init__(params, dict(lr=lr, momentum=momentum, nesterov=nesterov, weight_decay=weight_decay,
-                                      clipnorm=clipnorm, clipvalue=clipvalue, global_clipnorm=global_clipnorm), schedule)
+                 **common: Any) -> None:
+        super().__init__(params, dict(lr=lr, momentum=momentum, nesterov=nesterov), **common)
 
     @override
     def _update(self, group: dict[str, Any], params: Tensors, grads: Tensors, step: int) -> None:
@@ -142,12 +144,8 @@ class KerasRMSprop(KerasRule):
     """``keras.optimizers.RMSprop``: ``w -= lr * g / sqrt(v + epsilon)`` (centered: ``v - mean(g)**2 + epsilon``)."""
 
     def __init__(self, params: Any, lr: float = 0.001, rho: float = 0.9, momentum: float = 0.0, epsilon: float = 1e-7,
-                 centered: bool = False, weight_decay: float = 0.0, clipnorm: float | None = None,
-                 clipvalue: float | None = None, global_clipnorm: float | None = None,
-                 schedule: LearningRateSchedule | None = None) -> None:
-        super().__init__(params, dict(lr=lr, rho=rho, momentum=momentum, epsilon=epsilon, centered=centered,
-                                      weight_decay=weight_decay, clipnorm=clipnorm, clipvalue=clipvalue,
-                                      global_clipnorm=global_clipnorm), schedule)
+                 centered: bool = False, **common: Any) -> None:
+        super().__init__(params, dict(lr=lr, rho=rho, momentum=momentum, epsilon=epsilon, centered=centered), **common)
 
     @override
     def _update(self, group: dict[str, Any], params: Tensors, grads: Tensors, step: int) -> None:
@@ -177,11 +175,9 @@ class KerasAdagrad(KerasRule):
     """``keras.optimizers.Adagrad``: ``a += g**2; w -= lr * g / sqrt(a + epsilon)``."""
 
     def __init__(self, params: Any, lr: float = 0.001, initial_accumulator_value: float = 0.1, epsilon: float = 1e-7,
-                 weight_decay: float = 0.0, clipnorm: float | None = None, clipvalue: float | None = None,
-                 global_clipnorm: float | None = None, schedule: LearningRateSchedule | None = None) -> None:
-        super().__init__(params, dict(lr=lr, initial_accumulator_value=initial_accumulator_value, epsilon=epsilon,
-                                      weight_decay=weight_decay, clipnorm=clipnorm, clipvalue=clipvalue,
-                                      global_clipnorm=global_clipnorm), schedule)
+                 **common: Any) -> None:
+        super().__init__(params, dict(lr=lr, initial_accumulator_value=initial_accumulator_value, epsilon=epsilon),
+                         **common)
 
     @override
     def _update(self, group: dict[str, Any], params: Tensors, grads: Tensors, step: int) -> None:
@@ -196,10 +192,8 @@ class KerasAdadelta(KerasRule):
     """``keras.optimizers.Adadelta``: step ``-sqrt(d + eps) / sqrt(a + eps) * g``, scaled by ``lr``."""
 
     def __init__(self, params: Any, lr: float = 0.001, rho: float = 0.95, epsilon: float = 1e-7,
-                 weight_decay: float = 0.0, clipnorm: float | None = None, clipvalue: float | None = None,
-                 global_clipnorm: float | None = None, schedule: LearningRateSchedule | None = None) -> None:
-        super().__init__(params, dict(lr=lr, rho=rho, epsilon=epsilon, weight_decay=weight_decay, clipnorm=clipnorm,
-                                      clipvalue=clipvalue, global_clipnorm=global_clipnorm), schedule)
+                 **common: Any) -> None:
+        super().__init__(params, dict(lr=lr, rho=rho, epsilon=epsilon), **common)
 
     @override
     def _update(self, group: dict[str, Any], params: Tensors, grads: Tensors, step: int) -> None:
@@ -223,10 +217,8 @@ class _MomentsRule(KerasRule):
     """Takes ``beta_1``, ``beta_2`` and ``epsilon`` (Adamax and Nadam)."""
 
     def __init__(self, params: Any, lr: float = 0.001, beta_1: float = 0.9, beta_2: float = 0.999, epsilon: float = 1e-7,
-                 weight_decay: float = 0.0, clipnorm: float | None = None, clipvalue: float | None = None,
-                 global_clipnorm: float | None = None, schedule: LearningRateSchedule | None = None) -> None:
-        super().__init__(params, dict(lr=lr, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon, weight_decay=weight_decay,
-                                      clipnorm=clipnorm, clipvalue=clipvalue, global_clipnorm=global_clipnorm), schedule)
+                 **common: Any) -> None:
+        super().__init__(params, dict(lr=lr, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon), **common)
 
 
 class KerasAdamax(_MomentsRule):
@@ -271,10 +263,8 @@ class KerasLion(KerasRule):
     """``keras.optimizers.Lion``: ``w -= lr * sign(beta_1 * m + (1 - beta_1) * g)``; then ``m`` moves by ``beta_2``."""
 
     def __init__(self, params: Any, lr: float = 0.001, beta_1: float = 0.9, beta_2: float = 0.99,
-                 weight_decay: float = 0.0, clipnorm: float | None = None, clipvalue: float | None = None,
-                 global_clipnorm: float | None = None, schedule: LearningRateSchedule | None = None) -> None:
-        super().__init__(params, dict(lr=lr, beta_1=beta_1, beta_2=beta_2, weight_decay=weight_decay,
-                                      clipnorm=clipnorm, clipvalue=clipvalue, global_clipnorm=global_clipnorm), schedule)
+                 **common: Any) -> None:
+        super().__init__(params, dict(lr=lr, beta_1=beta_1, beta_2=beta_2), **common)
 
     @override
     def _update(self, group: dict[str, Any], params: Tensors, grads: Tensors, step: int) -> None:

@@ -241,8 +241,13 @@ def optimizer_spec(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
 
 @functools.cache
 def _constructor_arguments(name: str) -> frozenset[str]:
-    """What ``OPTIMIZERS[name]`` accepts (asked once per class: a push computes a spec every step)."""
-    return frozenset(inspect.signature(OPTIMIZERS[name].__init__).parameters)
+    """What ``OPTIMIZERS[name]`` accepts (asked once per class: a push computes a spec every step).
+
+    A Keras rule passes the arguments every rule takes (clipping, decay) on to ``KerasRule``'s.
+    """
+    cls = OPTIMIZERS[name]
+    classes = (cls, rules.KerasRule) if issubclass(cls, rules.KerasRule) else (cls,)
+    return frozenset(argument for c in classes for argument in inspect.signature(c.__init__).parameters)
 
 
 def _check_spec(spec: Any, context: Any) -> dict[str, Any]:

@@ -188,6 +188,8 @@ def test_state_dict_round_trip_resumes_identical_steps(make):
     lambda: optimizers.RMSprop(learning_rate=0.1, momentum=0.5, centered=True),
     lambda: optimizers.Adam(learning_rate=0.1, epsilon=1e-3),
     lambda: optimizers.Nadam(learning_rate=0.1, epsilon=1e-3),
+    # the arguments every rule shares travel too: without them the server's step would not clip or decay
+    lambda: optimizers.SGD(learning_rate=0.1, momentum=0.5, weight_decay=0.1, clipnorm=0.05),
 ])
 def test_parameter_server_applies_the_keras_rule_it_is_sent_across_a_restore(make):
     local = make()
