@@ -39,6 +39,19 @@ def is_loopback(host: str) -> bool:
     return bool(infos) and all(_is_loopback_address(str(info[4][0])) for info in infos)
 
 
+def resolution_error(host: str) -> str | None:
+    """The resolver's complaint if ``host`` has no address (a misspelt or unknown name), else None."""
+    try:
+        socket.getaddrinfo(host, None)
+    except socket.gaierror as err:
+        return str(err.strerror)
+    except UnicodeError as err:  # a name no resolver takes (an empty label, too long)
+        return str(err)
+    except OSError:
+        return None
+    return None
+
+
 def _is_loopback_address(address: str) -> bool:
     ip = ipaddress.ip_address(address.split("%")[0])
     # NOTE: Python 3.11 calls ::ffff:127.0.0.1 (IPv4 loopback seen from an IPv6 socket) not loopback.

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 
 import torch.distributed as dist
 
-from stratagem.distribute._interfaces import GLOO_IFNAME_ENV, is_loopback
+from stratagem.distribute._interfaces import GLOO_IFNAME_ENV, is_loopback, resolution_error
 from stratagem.errors import CollectiveTimeoutError, ConfigurationError
 
 _JOIN_KEY = "stratagem/joined/{rank}"
@@ -59,7 +59,7 @@ def connect_store(*, rank: int, master_addr: str, master_port: int, timeout_s: f
             if time.monotonic() + 0.5 < deadline:
                 time.sleep(0.2)
                 continue
-            unresolved = _resolution_error(master_addr)
+            unresolved = resolution_error(master_addr)
             why = (f"its host name does not resolve from here ({unresolved}). Check the spelling of the host in "
                    "MASTER_ADDR (or TF_CONFIG), and that this host's DNS or /etc/hosts knows it"
                    if unresolved else "it did not start, died, or is not reachable from here. Check that rank 0 "
@@ -173,17 +173,6 @@ class SignedStore(dist.Store):
         encoded = key.encode()
         message = len(encoded).to_bytes(4, "big") + encoded + nonce + value
         return hmac.new(self._key, message, hashlib.sha256).digest()
-
-
-def _resolution_error(host: str) -> str | None:
-    """The resolver's complaint if ``host`` has no address (a misspelt or unknown name), else None."""
-    try:
-        socket.getaddrinfo(host, None)
-    except socket.gaierror as err:
-        return str(err.strerror)
-    except (OSError, UnicodeError):
-        return None
-    return None
 
 
 def _bind_listener(host: str, port: int) -> socket.socket:

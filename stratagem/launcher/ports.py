@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 
+from stratagem.distribute._interfaces import resolution_error
 from stratagem.errors import ConfigurationError
 
 
@@ -39,11 +40,8 @@ def find_free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
 
 def check_resolvable(host: str, *, flag: str = "--master-addr") -> None:
     """Raises ``ConfigurationError`` naming ``flag`` unless ``host`` resolves to an address."""
-    try:
-        socket.getaddrinfo(host, None)
-    except (socket.gaierror, UnicodeError) as err:
-        reason = err.strerror if isinstance(err, socket.gaierror) else str(err)
+    reason = resolution_error(host)
+    if reason is not None:
         raise ConfigurationError(
             f"{flag} {host!r} does not resolve to an address ({reason}), so no worker could reach the "
-            f"rendezvous. Pass an IP address or a host name this machine resolves. Received: {flag}={host!r}"
-        ) from err
+            f"rendezvous. Pass an IP address or a host name this machine resolves. Received: {flag}={host!r}")
