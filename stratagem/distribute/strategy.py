@@ -295,7 +295,8 @@ def read_summed(strategy: Strategy | None, states: list[torch.Tensor], read: Cal
         for state in states:  # the global sums, for read() to see
             state.copy_(summed[offset : offset + state.numel()].reshape(state.shape))
             offset += state.numel()
-        return read()
+        # A result may be a state itself (a sum metric's result() returns its total): copy it before the put-back.
+        return map_structure(lambda leaf: leaf.clone() if isinstance(leaf, torch.Tensor) else leaf, read())
     finally:
         for state, value in zip(states, local):
             state.copy_(value)

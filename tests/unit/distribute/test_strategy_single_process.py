@@ -8,6 +8,7 @@ import torch
 import stratagem
 from stratagem.distribute import CommunicationOptions, MirroredStrategy, OneDeviceStrategy, ReduceOp, get_strategy, has_strategy
 from stratagem.distribute.one_device import parse_device
+from stratagem.distribute.strategy import read_summed
 from stratagem.errors import ConfigurationError
 
 
@@ -103,3 +104,21 @@ def test_backend_follows_device_and_implementation() -> None:
     assert CommunicationOptions(implementation="ring").backend("cuda") == "gloo"
     with pytest.raises(ValueError, match="Received: implementation='mpi'"):
         CommunicationOptions(implementation="mpi")
+
+
+class _TwoEqualReplicas:
+    """What read_summed asks of a strategy, for two replicas holding the same states: a sum doubles them."""
+
+    num_replicas_in_sync = 2
+    device = torch.device("cpu")
+
+    def reduce(self, op: ReduceOp, value: torch.Tensor, axis: int | None) -> torch.Tensor:
+        return value * 2
+
+
+def test_read_summed_result_that_is_a_state_keeps_the_summed_value() -> None:
+    # A sum metric's result() may return its total itself; the put-back of the local state must not change it.
+    total, count = torch.tensor(3.0, dtype=torch.float64), torch.tensor([1.0, 2.0])
+    result = read_summed(_TwoEqualReplicas(), [total, count], lambda: {"total": total, "count": count[1]})  # type: ignore[arg-type]
+    assert float(result["total"]) == 6.0 and float(result["count"]) == 4.0
+    assert float(total) == 3.0 and count.tolist() == [1.0, 2.0]
