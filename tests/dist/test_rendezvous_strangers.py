@@ -13,6 +13,7 @@ import datetime
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import torch
@@ -105,7 +106,7 @@ def test_stranger_who_lists_the_keys_is_refused_with_a_clear_error() -> None:
     assert chief["elapsed"] < LISTING_TIMEOUT_S / 2, chief
 
 
-def _forged_gloo_address(rank: int, world_size: int) -> dict[str, float | str]:
+def _forged_gloo_address(rank: int, world_size: int, done: str) -> dict[str, float | str]:
     # Rank 1 joins by the rules (signed join and address), then a process without the secret, here
     # rank 1 through the unsigned store beneath, writes gloo's address key of rank 1 before gloo does.
     from stratagem.distribute import _rendezvous, collectives
@@ -118,15 +119,23 @@ def _forged_gloo_address(rank: int, world_size: int) -> dict[str, float | str]:
         _rendezvous.wait_for_ranks(signed, rank=1, world_size=2, timeout_s=30, peers=None)
         _rendezvous.exchange_addresses(signed, rank=1, world_size=2, address="127.0.0.1", master_addr=addr, peers=None)
         plain.set("stratagem/pg/0//cpu//0/1", "forged")
-        time.sleep(LISTING_TIMEOUT_S / 2)  # the chief must give up long before this
+        # Here until the chief has its outcome (DONE), LISTING_TIMEOUT_S / 2 at most: the chief must give up long
+        # before (a fixed sleep of that long left the test idle ~9 s).
+        deadline = time.monotonic() + LISTING_TIMEOUT_S / 2
+        while not os.path.exists(done) and time.monotonic() < deadline:
+            time.sleep(0.1)
         return {}
-    return _outcome(lambda: collectives.init_process_group(rank=0, world_size=2, master_addr=addr, master_port=port,
-                                                           backend="gloo", timeout_s=LISTING_TIMEOUT_S))
+    try:
+        return _outcome(lambda: collectives.init_process_group(rank=0, world_size=2, master_addr=addr,
+                                                               master_port=port, backend="gloo",
+                                                               timeout_s=LISTING_TIMEOUT_S))
+    finally:
+        Path(done).touch()
 
 
 @pytest.mark.timeout(120)
-def test_forged_gloo_address_is_refused_through_the_signed_store() -> None:
-    chief, _ = run_workers(_forged_gloo_address, world_size=2, timeout_s=90,
+def test_forged_gloo_address_is_refused_through_the_signed_store(tmp_path: Path) -> None:
+    chief, _ = run_workers(_forged_gloo_address, world_size=2, args=(str(tmp_path / "done"),), timeout_s=90,
                            env={job_secret.SECRET_ENV: job_secret.generate()})
     assert chief["error"].startswith("ConfigurationError: [rank 0/2, store at 127.0.0.1:"), chief
     assert "Another process is writing to this job's rendezvous store" in chief["error"], chief
