@@ -53,8 +53,11 @@ class CacheDataset(Dataset):
 
     Over a random-access parent the cache is random-access too: the first
     element asked for fills the whole cache (one pass over the parent), and
-    every element then comes from it. Over an endless parent nothing can be
-    recorded and elements come from the parent.
+    every element then comes from it; a reader that announced its order (a
+    ``batch``, through a ``shuffle``) gets its batches while the in-memory
+    cache fills along that order, where the parent's rows allow it
+    (``_cache_columns.py``). Over an endless parent nothing can be recorded
+    and elements come from the parent.
 
     Args:
         parent: The input dataset.
