@@ -117,7 +117,8 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._done: dict[int, tuple[str, Any]] = {}
         self._forgotten: set[int] = set()
-        args = (dataset, self._tasks, self._results, os.getpid())
+        self._owner_pid = os.getpid()
+        args = (dataset, self._tasks, self._results, self._owner_pid)
         self.processes = [context.Process(target=_worker_main, args=args, daemon=True) for _ in range(num_workers)]
         for process in self.processes:
             process.start()
@@ -179,6 +180,9 @@ class WorkerPool:
                 )
 
     def close(self) -> None:
+        if os.getpid() != self._owner_pid:  # a forked copy (a warm worker, a fork in map_func): the workers are not its own
+            self.processes = []
+            return
         processes, self.processes = self.processes, []
         for _ in processes:
             try:

@@ -181,3 +181,27 @@ def test_map_workers_run_keras_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> No
                   if int(pid) != os.getpid()}
     assert in_workers == {("cpu", "cpu")}
     assert "KERAS_TORCH_DEVICE" not in os.environ  # the consumer's own setting is untouched
+
+
+@pytest.mark.timeout(60)
+def test_a_forked_copy_closing_the_pool_leaves_the_owners_workers_running() -> None:
+    # A warm worker or a fork inside map_func inherits the pool (and its finalizer): closing it there must neither
+    # join processes that are not its children nor send the owner's workers their stop signal.
+    from stratagem.data.ops.parallel_map import WorkerPool
+
+    pool = WorkerPool(Dataset.range(10).map(gil_heavy, num_parallel_calls=2), 1)
+    try:
+        child = os.fork()
+        if child == 0:
+            try:
+                pool.close()
+                os._exit(0)
+            except BaseException:
+                os._exit(1)
+        _, status = os.waitpid(child, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, "close() in the forked copy raised"
+        pool.processes[0].join(timeout=1.0)
+        assert pool.processes[0].is_alive(), "the forked copy's close() stopped the owner's worker"
+    finally:
+        pool.close()
+    assert not pool.processes
