@@ -56,12 +56,4 @@ _ATTRIBUTES = {
 }
 
 __getattr__, __dir__ = _lazy_imports.hooks(__name__, globals(), _ATTRIBUTES)
-
-
-__all__ = [
-    "AppliesUpdates", "DistributedDataset", "PowerSGD", "SupportsNoSync", "InputOptions", "StrategyOptimizer", "HoldsRemoteState", "SchedulesSteps",
-    "CentralStorageStrategy", "ClusterCoordinator", "ParameterServerStrategy", "PerWorkerValues", "RemoteValue", "ClusterResolver", "ClusterSpec", "CommunicationImplementation", "CommunicationOptions", "FixedShardsPartitioner", "InputContext", "MaxSizePartitioner", "MinSizePartitioner",
-    "MirroredStrategy", "MultiWorkerMirroredStrategy", "OneDeviceStrategy", "PerReplica", "ReduceOp",
-    "ShardedDataParallelStrategy", "ShardsVariables", "SimpleClusterResolver", "SlurmClusterResolver", "Strategy", "TFConfigClusterResolver",
-    "TorchrunClusterResolver", "get_strategy", "has_strategy", "resolve_cluster",
-]
+__all__ = sorted(_ATTRIBUTES)

@@ -119,27 +119,16 @@ class StrategyOptimizer:
         self.optimizer = optimizer
         self._update = update
 
-    @property
-    def param_groups(self) -> list[dict[str, Any]]:
-        return self.optimizer.param_groups
-
-    @property
-    def state(self) -> Any:
-        return self.optimizer.state
+    def __getattr__(self, name: str) -> Any:
+        # Everything but step() is the optimizer's: param_groups, state, zero_grad, state_dict, load_state_dict.
+        if name == "optimizer":  # not set yet (copy, unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.optimizer, name)
 
     def step(self, closure: Any = None) -> None:
         if closure is not None:
             raise ValueError("A distributed optimizer's step takes no closure. Received: a closure")
         self._update(self.optimizer)
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        self.optimizer.zero_grad(set_to_none=set_to_none)
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.optimizer.state_dict()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state)
 
     def __repr__(self) -> str:
         return f"StrategyOptimizer({type(self.optimizer).__name__})"

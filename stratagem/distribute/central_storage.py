@@ -76,10 +76,10 @@ class CentralStorageStrategy(OneHostStrategy):
         return module
 
     def _broadcast_from_chief(self, tensors: list[torch.Tensor]) -> None:
-        flat = _flatten(tensors)
+        flat = collectives.flatten(tensors)
         with collectives.collective_errors("broadcast", timeout_s=self._timeout_s):
             dist.broadcast(flat, src=0)
-        _unflatten_into(flat, tensors)
+        collectives.unflatten_into(flat, tensors)
 
     def _guard_plain_steps(self, module: nn.Module) -> None:
         """Makes a plain ``optimizer.step()`` over ``module``'s parameters raise (see ``_refuse_plain_step``).
@@ -127,14 +127,14 @@ class CentralStorageStrategy(OneHostStrategy):
             return
         # NOTE: each replica's loss is already divided by the GLOBAL batch, so the
         # SUM of the replicas' gradients is the one-device gradient of the batch.
-        grads = _flatten([p.grad if p.grad is not None else torch.zeros_like(p) for p in params])
+        grads = collectives.flatten([p.grad if p.grad is not None else torch.zeros_like(p) for p in params])
         with collectives.collective_errors("reduce", timeout_s=self._timeout_s):
             dist.reduce(grads, dst=0, op=dist.ReduceOp.SUM)
         if self._replica_id == 0:
             for p in params:
                 if p.grad is None:
                     p.grad = torch.zeros_like(p)
-            _unflatten_into(grads, [p.grad for p in params])
+            collectives.unflatten_into(grads, [p.grad for p in params])
             self._stepping_centrally = True
             try:
                 optimizer.step()  # the only replica with optimizer state
@@ -154,14 +154,3 @@ class _PlainStepGuard:
         if strategy is not None:
             strategy._refuse_plain_step(optimizer)
 
-
-def _flatten(tensors: list[torch.Tensor]) -> torch.Tensor:
-    return torch.cat([t.detach().reshape(-1) for t in tensors]) if tensors else torch.zeros(0)
-
-
-def _unflatten_into(flat: torch.Tensor, targets: list[torch.Tensor]) -> None:
-    offset = 0
-    for target in targets:
-        count = target.numel()
-        target.copy_(flat[offset : offset + count].view_as(target))
-        offset += count

@@ -193,6 +193,22 @@ def all_reduce(tensor: torch.Tensor, op: dist.ReduceOp, *, timeout_s: float) -> 
     return out
 
 
+def flatten(tensors: Sequence[torch.Tensor], *, dtype: torch.dtype | None = None,
+            device: torch.device | None = None) -> torch.Tensor:
+    """``tensors``' values in one flat buffer (as ``dtype``, on ``device``): one collective instead of one a tensor."""
+    if not tensors:
+        return torch.zeros(0, dtype=dtype, device=device)
+    return torch.cat([t.detach().reshape(-1).to(dtype=dtype, device=device) for t in tensors])
+
+
+def unflatten_into(flat: torch.Tensor, targets: Sequence[torch.Tensor]) -> None:
+    """``flatten``'s inverse: copies ``flat``'s pieces into ``targets``, in order."""
+    offset = 0
+    for target in targets:
+        target.copy_(flat[offset : offset + target.numel()].view(target.shape))
+        offset += target.numel()
+
+
 _SHAPE_DIMS = 6  # the dims a shape mismatch message shows
 
 

@@ -288,13 +288,10 @@ def read_summed(strategy: Strategy | None, states: list[torch.Tensor], read: Cal
     if strategy is None or strategy.num_replicas_in_sync == 1 or not states:
         return read()
     local = [state.detach().clone() for state in states]
-    packed = torch.cat([state.detach().to(torch.float64).reshape(-1).cpu() for state in states])
-    summed = strategy.reduce(ReduceOp.SUM, packed.to(strategy.device), axis=None).cpu()
-    offset = 0
+    packed = collectives.flatten(states, dtype=torch.float64, device=strategy.device)
+    summed = strategy.reduce(ReduceOp.SUM, packed, axis=None)
     try:
-        for state in states:  # the global sums, for read() to see
-            state.copy_(summed[offset : offset + state.numel()].reshape(state.shape))
-            offset += state.numel()
+        collectives.unflatten_into(summed, states)  # the global sums, for read() to see
         # A result may be a state itself (a sum metric's result() returns its total): copy it before the put-back.
         return map_structure(lambda leaf: leaf.clone() if isinstance(leaf, torch.Tensor) else leaf, read())
     finally:

@@ -28,7 +28,6 @@ import platform
 import re
 import secrets
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
