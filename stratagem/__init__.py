@@ -1,12 +1,7 @@
 """stratagem: tf.distribute-style distributed training on PyTorch.
 
-Strategies (``stratagem.distribute``), a Keras-style ``Model`` with
-``compile``/``fit``/``evaluate``/``predict``, and the ``stratagem run`` launcher.
-
-The public names are imported on first use (PEP 562), so ``stratagem run`` and
-the other torch-free parts (the launcher, cluster parsing) start without
-importing torch; ``stratagem.Model`` or ``from stratagem import distribute``
-imports what it names.
+Strategies (``stratagem.distribute``), a Keras-style ``Model`` and the ``stratagem run`` launcher. Public names are
+imported on first use (PEP 562), so the torch-free parts (the launcher, cluster parsing) start without torch.
 """
 
 import os as _os

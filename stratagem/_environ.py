@@ -1,8 +1,7 @@
 """Numbers read from environment variables: one parser, one error message, for every knob that is a number.
 
-The launcher's contract for ``RANK``, ``WORLD_SIZE`` and the like is read in
-``stratagem.distribute._cluster_spec`` (required values with a fix per variable);
-this module is for optional tuning knobs that have a default.
+The launcher's contract for ``RANK``, ``WORLD_SIZE`` and the like is read in ``stratagem.distribute._cluster_spec``
+(required values with a fix per variable); this module is for optional tuning knobs that have a default.
 """
 
 from __future__ import annotations
@@ -17,8 +16,8 @@ def number_from_env(name: str, default: Number, *, meaning: str, zero_allowed: b
     """The value of environment variable ``name`` as the type of ``default`` (int or float); ``default`` if unset.
 
     Raises:
-        ValueError: the text is not such a number, is negative, or is 0 where
-            ``zero_allowed`` is False; the message says what ``name`` means.
+        ValueError: the text is not such a number, is negative, or is 0 where ``zero_allowed`` is False; the message
+            says what ``name`` means.
     """
     raw = os.environ.get(name)
     if raw is None:

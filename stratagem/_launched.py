@@ -1,18 +1,10 @@
-"""What a process started by ``stratagem run`` reads from its launcher and leaves for it.
+"""What a process started by ``stratagem run`` reads from its launcher and leaves for it (below every other layer).
 
-Below every other layer, so strategies and callbacks can use it without
-importing the launcher:
-
-- ``STRATAGEM_RESTART_COUNT``: how often the launcher restarted the job
-  (``restart_count``; ``BackupAndRestore`` reads it).
-- ``TORCHELASTIC_ERROR_FILE``: the worker's error file, torch's variable, set
-  by ``stratagem run`` as torch's elastic agent (torchrun) sets it. When one worker
-  crashes, its peers fail a moment later in their next collective, and their
-  exits can reach the launcher first. Each launched worker therefore records
-  its own uncaught exception there in torch's ``@record`` layout, written by
-  torch's ``ErrorHandler`` (the hook is installed by ``import stratagem`` when
-  the variable is set); the launcher blames the worker whose record came
-  first (torchrun reads the same file). The files hold JSON only.
+``STRATAGEM_RESTART_COUNT``: how often the launcher restarted the job (``BackupAndRestore`` reads it).
+``TORCHELASTIC_ERROR_FILE`` (torch's variable, set as torchrun sets it): when one worker crashes, its peers fail a
+moment later in their next collective and may reach the launcher first, so each worker records its own uncaught
+exception there in torch's ``@record`` JSON layout (torch's ``ErrorHandler``, installed by ``import stratagem`` when
+the variable is set), and the launcher blames the worker whose record came first.
 """
 
 from __future__ import annotations
@@ -34,9 +26,8 @@ class ErrorRecord:
     Args:
         message: ``"Type: text"``, e.g. ``"ValueError: boom on rank 1"``.
         traceback: The formatted traceback (torch's ``py_callstack``).
-        written_ns: When the file was written (its mtime). torch's own
-            ``timestamp`` is whole seconds, too coarse to tell which of two
-            peers failing within the same second failed first.
+        written_ns: When the file was written (its mtime). torch's own ``timestamp`` is whole seconds, too coarse to
+            tell which of two peers failing within the same second failed first.
     """
 
     message: str
@@ -80,8 +71,8 @@ def _record(value: BaseException, tb: TracebackType | None) -> None:
     try:
         raise value
     except BaseException as err:
-        # NOTE: record_exception formats sys.exc_info(), which (3.11+) takes the traceback from the
-        # exception: put back the script's own, without this function's frame.
+        # NOTE: record_exception formats sys.exc_info(), which (3.11+) takes the traceback from the exception: put
+        # back the script's own, without this function's frame.
         err.__traceback__ = tb
         ErrorHandler().record_exception(err)
 

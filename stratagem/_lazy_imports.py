@@ -1,9 +1,8 @@
 """PEP 562 lazy public names for stratagem's packages: a name is imported on its first use.
 
-``stratagem`` and ``stratagem.distribute`` re-export names from their modules,
-and importing those eagerly imported torch, Keras and every strategy for any
-``stratagem.*`` import, the launcher's included (about 1.8 s of CPU for each
-``stratagem run``). Each package's ``__getattr__`` calls ``resolve`` instead (``hooks``).
+``stratagem`` and ``stratagem.distribute`` re-export names whose modules import torch, Keras and every strategy;
+importing them eagerly would make every ``stratagem.*`` import pay for that, the launcher's included. Each package's
+``__getattr__`` calls ``resolve`` instead (``hooks``).
 """
 
 from __future__ import annotations
@@ -17,11 +16,7 @@ from typing import Any
 def resolve(package: str, namespace: dict[str, Any], name: str, attributes: Mapping[str, str]) -> object:
     """The value of ``package.name``: ``attributes[name]``'s attribute of that name, or the submodule ``name``.
 
-    Args:
-        package: The package's ``__name__``.
-        namespace: Its ``globals()``; a resolved attribute is stored there, so later lookups skip this.
-        name: The attribute asked for.
-        attributes: Public name -> the module that defines it.
+    A resolved attribute is stored in ``namespace`` (the package's ``globals()``), so later lookups skip this.
 
     Raises:
         AttributeError: If ``name`` is neither (as for any missing module attribute).

@@ -23,17 +23,13 @@ def die_with_parent() -> None:
 
 
 def keep_freed_memory() -> bool:
-    """Lets glibc's malloc keep freed blocks of up to 1 GiB for reuse; once per process.
+    """Lets glibc's malloc keep freed blocks of up to 1 GiB for reuse, once per process; returns whether it is in force.
 
-    Why: a training step frees and re-allocates the same large host tensors
-    (activations, gradients) every step. By default glibc serves blocks over its
-    mmap threshold (at most 32 MiB) with fresh ``mmap`` and hands freed memory at
-    the heap's top back to the kernel, so every step pays page faults and the
-    kernel's zeroing of those pages again: on the seed CNN about 2,500 faults and
-    a sixth of the step. With both thresholds raised the heap keeps the blocks,
-    as torch's CUDA caching allocator does on a GPU; the cost is the same, the
-    process keeps its peak host memory. Returns whether the setting is in force
-    (glibc only; ``STRATAGEM_KEEP_FREED_MEMORY=0`` opts out).
+    A training step frees and re-allocates the same large host tensors every step. By default glibc serves blocks
+    over its mmap threshold (at most 32 MiB) with fresh ``mmap`` and returns freed memory at the heap's top to the
+    kernel, so every step pays page faults and page zeroing again. With both thresholds raised the heap keeps the
+    blocks, as torch's CUDA caching allocator does on a GPU, at the price of keeping the peak host memory (glibc
+    only; ``STRATAGEM_KEEP_FREED_MEMORY=0`` opts out).
     """
     global _kept
     if _kept is None:

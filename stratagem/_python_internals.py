@@ -1,7 +1,7 @@
 """The one module that touches CPython's private names; written for CPython 3.11 to 3.13 (``WRITTEN_FOR``).
 
-``tests/unit/package/test_python_internals.py`` checks the running interpreter against
-``WRITTEN_FOR`` and exercises each name here. torch's privates are in ``stratagem/_torch_internals.py``.
+``tests/unit/package/test_python_internals.py`` checks the interpreter and each name; torch's are in
+``_torch_internals.py``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """The one module that touches torch's private names and layouts; written for torch 2.13 (``WRITTEN_FOR``).
 
-Everything stratagem needs from torch beyond its public API goes through here, so a torch
-upgrade is checked in one file (``tests/unit/package/test_torch_internals.py`` checks the
-installed version against ``WRITTEN_FOR`` and exercises each name below). Sections: the
-multi-tensor kernels (optimizer rules, gradient accumulation, loss scaling); ``nn.Module``'s
-buffer registry (Keras models as torch modules); ``torch.export``'s program and archive
-(``Model.save``/``load_model``); DCP's metadata file (sharded checkpoints); the elastic rendezvous's
-state pickle (``stratagem run --nnodes MIN:MAX``). What is not here:
-public torch API, and CPython's own privates (``stratagem/_python_internals.py``).
+A torch upgrade is checked here (``tests/unit/package/test_torch_internals.py`` checks the version and each name).
+Sections: multi-tensor kernels (optimizer rules, accumulation, loss scaling); ``nn.Module``'s buffer registry (Keras
+models as modules); ``torch.export``'s program and archive (``Model.save``/``load_model``); DCP's metadata (sharded
+checkpoints); the elastic rendezvous's state pickle (``--nnodes MIN:MAX``). CPython's privates are in
+``_python_internals.py``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Keras-named losses over torch, with Keras 3's ``reduction``.
 
-A loss called on its own (``loss_fn(y_true, y_pred, sample_weight)``) returns
-the reduced value, as in Keras. ``compile`` instead takes each example's loss
-(``Loss.per_example``) and the model divides their sum by the global batch
-size (``stratagem.models.compile_utils``), which is what keeps N replicas
-equal to one. Losses take no distribution arguments.
+A loss called on its own (``loss_fn(y_true, y_pred, sample_weight)``) returns the reduced value, as in Keras.
+``compile`` instead takes each example's loss (``Loss.per_example``) and the model divides their sum by the global
+batch size (``stratagem.models.compile_utils``), which is what keeps N replicas equal to one. Every loss also takes
+``reduction`` and ``name`` (see ``Loss``), and no distribution arguments.
 """
 
 from __future__ import annotations
@@ -37,11 +36,10 @@ def _standardize_reduction(reduction: str | None) -> str | None:
 class Loss(abc.ABC):
     """Base class of losses, as ``keras.losses.Loss``: subclasses implement ``call``.
 
-    ``__call__(y_true, y_pred, sample_weight=None)`` weights ``call``'s values
-    and reduces them: ``"sum_over_batch_size"`` (default) and ``"mean"`` divide
-    the sum by the number of values, ``"sum"`` returns the sum,
-    ``"mean_with_sample_weight"`` divides by the sum of the weights, and
-    ``"none"`` or ``None`` return the values.
+    ``__call__(y_true, y_pred, sample_weight=None)`` weights ``call``'s values and reduces them:
+    ``"sum_over_batch_size"`` (default) and ``"mean"`` divide the sum by the number of values, ``"sum"`` returns the
+    sum, ``"mean_with_sample_weight"`` divides by the sum of the weights, and ``"none"`` or ``None`` return the
+    values.
 
     Args:
         name: The loss's name (its ``logs`` key in multi-loss setups).
@@ -149,10 +147,7 @@ class SparseCategoricalCrossentropy(Loss, _ProbabilityCheck):
     """Cross-entropy with integer labels, as ``keras.losses.SparseCategoricalCrossentropy``.
 
     Args:
-        from_logits: True if ``y_pred`` are logits; False (Keras' default) if
-            they are probabilities.
-        reduction: See ``Loss``.
-        name: The loss's name.
+        from_logits: True if ``y_pred`` are logits; False (Keras' default) if they are probabilities.
 
     Raises:
         ValueError: If the labels are one-hot (shaped as ``y_pred``).
@@ -172,8 +167,8 @@ class SparseCategoricalCrossentropy(Loss, _ProbabilityCheck):
                 "shape of the predictions, as one-hot labels do. Use CategoricalCrossentropy for one-hot labels, "
                 f"or pass y_true.argmax(-1). Received: y_true.shape={tuple(y_true.shape)}, "
                 f"y_pred.shape={tuple(y_pred.shape)}")
-        # Keras' rule: labels may carry a trailing axis of 1; classes are on the LAST axis
-        # (torch puts them on axis 1, hence the movedim for sequence outputs).
+        # Keras' rule: labels may carry a trailing axis of 1; classes are on the LAST axis (torch puts them on axis 1,
+        # hence the movedim for sequence outputs).
         target = (y_true.squeeze(-1) if y_true.ndim == y_pred.ndim else y_true).long()
         logits_first = y_pred.movedim(-1, 1) if y_pred.ndim > 2 else y_pred
         try:
@@ -203,8 +198,6 @@ class CategoricalCrossentropy(Loss, _ProbabilityCheck):
         from_logits: True if ``y_pred`` are logits.
         label_smoothing: In ``[0, 1]``; labels become ``y * (1 - s) + s / num_classes``.
         axis: The class axis.
-        reduction: See ``Loss``.
-        name: The loss's name.
 
     Raises:
         ValueError: If the labels are class ids (not shaped as ``y_pred``).
@@ -241,8 +234,6 @@ class BinaryCrossentropy(Loss, _ProbabilityCheck):
         from_logits: True if ``y_pred`` are logits.
         label_smoothing: In ``[0, 1]``; labels become ``y * (1 - s) + s / 2``.
         axis: The axis averaged over.
-        reduction: See ``Loss``.
-        name: The loss's name.
     """
 
     name = "binary_crossentropy"
@@ -293,13 +284,10 @@ class MeanAbsoluteError(_ReductionFirst):
 class Huber(Loss):
     """Huber loss averaged over the last axis, as ``keras.losses.Huber``.
 
-    Each error ``e`` costs ``e**2 / 2`` where ``|e| <= delta`` and
-    ``delta * |e| - delta**2 / 2`` beyond.
+    Each error ``e`` costs ``e**2 / 2`` where ``|e| <= delta`` and ``delta * |e| - delta**2 / 2`` beyond.
 
     Args:
         delta: Where the loss turns from quadratic to linear.
-        reduction: See ``Loss``.
-        name: The loss's name.
     """
 
     name = "huber_loss"

@@ -1,18 +1,11 @@
 """Object checkpoints as ``tf.train`` keeps them: ``Checkpoint``, ``CheckpointManager``, ``latest_checkpoint``.
 
-Also re-exported here: the ``tf.train.Example`` messages (``stratagem.data.example_proto``).
-
-A ``Checkpoint`` is given named objects (Keras models, optimizers, metrics and variables,
-``tf.Variable``, ``stratagem.Model``, torch modules and optimizers, dataset iterators, nested
-checkpoints) and saves their state in one file, ``<prefix>.ckpt``, written by
-``stratagem.checkpoint.io`` (atomic; loading runs no code). As TF does, a folder of
-checkpoints has a text index file named ``checkpoint`` that names the latest one
-(``model_checkpoint_path: "ckpt-3"``); ``latest_checkpoint(folder)`` reads it.
-
-Replicas hold the same values (synchronous strategies), so only the chief writes, and a
-checkpoint restores under any strategy and any number of replicas. ``save`` and ``write``
-are collectives under a strategy with several replicas, as TF's are: every replica calls
-them, and they return once the file is complete.
+A ``Checkpoint`` saves named objects (Keras and stratagem models, optimizers, metrics, variables, torch modules,
+dataset iterators, nested checkpoints) in one ``<prefix>.ckpt`` file through ``checkpoint.io`` (atomic; loading runs
+no code), and a folder's text index ``checkpoint`` names the latest one, as TF's does. Replicas hold the same
+values, so only the chief writes and a checkpoint restores under any strategy and replica count; ``save`` and
+``write`` are collectives, as TF's are: every replica calls them, and they return once the file is complete. Also
+re-exported here: the ``tf.train.Example`` messages (``data.example_proto``).
 """
 
 from __future__ import annotations
@@ -47,14 +40,14 @@ _FORMAT = "stratagem.train.Checkpoint/1"
 class Checkpoint:
     """Saves and restores the state of the objects given as keyword arguments (``tf.train.Checkpoint``).
 
-    Objects may also be added as attributes later (``ckpt.step = tf.Variable(0)``).
-    ``save_counter`` counts the calls to ``save``.
+    Objects may also be added as attributes later (``ckpt.step = tf.Variable(0)``). ``save_counter`` counts the
+    calls to ``save``.
 
     Args:
         root: Optional object whose state is saved under the name ``root``.
-        **kwargs: Named objects to track: Keras models, layers, optimizers, metrics and
-            variables, ``tf.Variable``, ``stratagem.Model``, torch modules and optimizers,
-            objects with ``get_state()``/``set_state()`` (dataset iterators), ``Checkpoint``.
+        **kwargs: Named objects to track: Keras models, layers, optimizers, metrics and variables, ``tf.Variable``,
+            ``stratagem.Model``, torch modules and optimizers, objects with ``get_state()``/``set_state()`` (dataset
+            iterators), ``Checkpoint``.
 
     Raises:
         TypeError: If an object is of a kind whose state cannot be saved.
@@ -85,11 +78,7 @@ class Checkpoint:
         object.__setattr__(self, name, value)
 
     def save(self, file_prefix: str, options: Any = None) -> str:
-        """Writes ``<file_prefix>-<n>`` (n: the new ``save_counter``) and names it in the folder's index file.
-
-        Returns:
-            The checkpoint's path (a prefix), for ``restore``.
-        """
+        """Writes ``<file_prefix>-<n>`` (n: the new ``save_counter``), names it in the folder's index; returns it."""
         self.save_counter += 1
         path = f"{os.fspath(file_prefix)}-{int(self.save_counter)}"
         return self._write(path, index=lambda: _write_index(os.path.dirname(path) or ".", [path]))
@@ -101,8 +90,8 @@ class Checkpoint:
     def restore(self, save_path: str | None, options: Any = None) -> CheckpointLoadStatus:
         """Loads the objects' values from ``save_path`` (a prefix from ``save``/``write``/``latest_checkpoint``).
 
-        ``save_path=None`` (no checkpoint yet) restores nothing, as in TF. Values
-        are assigned at once; the returned status says what matched.
+        ``save_path=None`` (no checkpoint yet) restores nothing, as in TF. Values are assigned at once; the returned
+        status says what matched.
 
         Raises:
             CheckpointError: If the file is missing, unreadable, unsafe, or a value's shape differs.
@@ -191,8 +180,8 @@ class CheckpointLoadStatus:
 class CheckpointManager:
     """Numbered checkpoints in one folder, keeping the newest ``max_to_keep`` (``tf.train.CheckpointManager``).
 
-    Checkpoints listed in the folder's index file by an earlier run are taken over,
-    so a restarted job continues the numbering and the clean-up.
+    Checkpoints listed in the folder's index file by an earlier run are taken over, so a restarted job continues the
+    numbering and the clean-up.
 
     Args:
         checkpoint: The ``Checkpoint`` to save.
@@ -259,8 +248,8 @@ class CheckpointManager:
     def save(self, checkpoint_number: int | None = None, check_interval: bool = True, options: Any = None) -> str | None:
         """Saves ``<directory>/<checkpoint_name>-<n>`` and deletes checkpoints beyond ``max_to_keep``.
 
-        ``n`` is ``checkpoint_number`` if given, else the checkpoint's ``save_counter`` after
-        it counts this save. Returns the path, or None when ``checkpoint_interval`` skips it.
+        ``n`` is ``checkpoint_number`` if given, else the checkpoint's ``save_counter`` after it counts this save.
+        Returns the path, or None when ``checkpoint_interval`` skips it.
         """
         if self._interval is not None and check_interval:
             step = int(torch.as_tensor(getattr(self._step_counter, "value", self._step_counter)))
@@ -303,10 +292,10 @@ class CheckpointManager:
 def latest_checkpoint(checkpoint_dir: str | os.PathLike[str], latest_filename: str | None = None) -> str | None:
     """The latest checkpoint of ``checkpoint_dir`` (``tf.train.latest_checkpoint``), or None.
 
-    With an index file (``checkpoint``, written by ``Checkpoint.save`` and ``CheckpointManager``)
-    the path it names, if that checkpoint still exists, as in TF. Without one, the newest
-    checkpoint file in the folder (``ModelCheckpoint`` and ``save_weights`` files, which
-    ``model.load_weights`` reads): ``stratagem.checkpoint.latest_checkpoint``.
+    With an index file (``checkpoint``, written by ``Checkpoint.save`` and ``CheckpointManager``) the path it names,
+    if that checkpoint still exists, as in TF. Without one, the newest checkpoint file in the folder
+    (``ModelCheckpoint`` and ``save_weights`` files, which ``model.load_weights`` reads):
+    ``stratagem.checkpoint.latest_checkpoint``.
     """
     folder = os.fspath(checkpoint_dir)
     index = os.path.join(folder, latest_filename or INDEX_FILE)
@@ -390,8 +379,8 @@ def _on_chief(write: Callable[[], None], *, what: str) -> None:
             error = err
     if not syncing:
         return
-    # A barrier that also carries the chief's outcome, so no replica reads a half-written checkpoint
-    # and no replica waits forever for a chief that failed.
+    # A barrier that also carries the chief's outcome, so no replica reads a half-written checkpoint and no replica
+    # waits forever for a chief that failed.
     failed = strategy.reduce("max", torch.tensor(float(error is not None), device=strategy.device), axis=None)
     if error is not None:
         raise error
@@ -506,10 +495,9 @@ def _build_keras_optimizers(objects: dict[str, Any], saved: dict[str, Any]) -> N
     """Builds each unbuilt Keras optimizer among ``objects`` whose saved state holds slots.
 
     NOTE: Keras builds an optimizer's slots (momentum, Adam's moments) at its first
-    ``apply_gradients``, and TF defers their restore until then. Here values are assigned at
-    once, so the optimizer is built now, over what it will train: the trainable variables of
-    the Keras models saved beside it in this checkpoint, in their order, as TF's tutorials
-    pair ``Checkpoint(optimizer=optimizer, model=model)``.
+    ``apply_gradients``, and TF defers their restore until then. Here values are assigned at once, so the optimizer
+    is built now, over what it will train: the trainable variables of the Keras models saved beside it in this
+    checkpoint, in their order, as TF's tutorials pair ``Checkpoint(optimizer=optimizer, model=model)``.
     """
     keras = _keras()
     if keras is None:

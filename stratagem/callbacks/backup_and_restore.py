@@ -1,21 +1,13 @@
 """``BackupAndRestore``: back up the whole training state; a restarted job resumes from it.
 
-Keras' semantics: on ``fit`` start, if ``backup_dir`` holds a backup, training
-continues from it (mid-epoch if it was taken mid-epoch); when ``fit``
-completes, the backups are deleted (``delete_checkpoint=True``), so a later
-``fit`` starts fresh, as Keras 3 does. A script may call ``fit`` more than once
-with one folder: each backup records which of the process's ``fit`` calls
-(on that folder) took it, so a restarted script skips the calls that had
-completed before the kill (their results come back with the backup of the
-later one) and resumes the interrupted one exactly. The backup is a training-state file
-(``checkpoint.state``: one format and one reader with the Estimator's checkpoints and
-``hvd.elastic``'s state), written by the chief, atomically; the two newest are kept, and a damaged newest one, or one
-of another model, falls back to the one before with a warning. Every replica
-must see ``backup_dir`` (a shared folder across hosts).
-Under a strategy that shards the weights (``ShardedDataParallelStrategy``)
-every replica also writes its shards to ``backup-N.shards/`` beside
-``backup-N.pt``; the file is written after the folder is complete, so it marks
-a whole backup, and the backup restores onto any number of replicas.
+Keras' semantics: if ``backup_dir`` holds a backup when ``fit`` starts, training continues from it (mid-epoch if
+taken mid-epoch); when ``fit`` completes the backups are deleted (``delete_checkpoint=True``). Each backup records
+which of the process's ``fit`` calls on that folder took it, so a restarted script skips the calls that had
+completed and resumes the interrupted one. A backup is a ``checkpoint.state`` file written atomically by the chief;
+the two newest are kept, and a damaged newest one, or one of another model, falls back to the one before with a
+warning. Every replica must see ``backup_dir``. Under a strategy that shards the weights every replica also writes
+``backup-N.shards/``, and ``backup-N.pt`` is written after it, so it marks a whole backup, restorable onto any
+number of replicas.
 """
 
 from __future__ import annotations

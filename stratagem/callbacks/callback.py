@@ -24,8 +24,8 @@ def _noop(fn: F) -> F:
 class StopsTraining(str, enum.Enum):
     """Where a callback may set ``model.stop_training``, so the loop knows when replicas must agree.
 
-    A ``str`` enum: ``"batch"`` works wherever ``StopsTraining.BATCH`` does, and any other
-    string raises, so a misspelt value cannot silently turn the stop agreement off.
+    A ``str`` enum: ``"batch"`` works wherever ``StopsTraining.BATCH`` does, and any other string raises, so a
+    misspelt value cannot silently turn the stop agreement off.
     """
 
     NEVER = "never"  # the callback never stops training
@@ -48,10 +48,9 @@ class StopsTraining(str, enum.Enum):
 class Callback:
     """Base class of callbacks, with Keras' hook names and ``logs`` keys.
 
-    ``self.model`` is the user's ``stratagem.Model`` (never the DDP wrapper);
-    ``self.params`` holds ``epochs``, ``steps``, ``verbose`` and ``batch_size``.
-    Hooks run on every replica; ``logs`` values are already reduced across
-    replicas. Callbacks that write files must write on the chief only
+    ``self.model`` is the user's ``stratagem.Model`` (never the DDP wrapper); ``self.params`` holds ``epochs``,
+    ``steps``, ``verbose`` and ``batch_size``. Hooks run on every replica; ``logs`` values are already reduced
+    across replicas. Callbacks that write files must write on the chief only
     (``self.model.distribute_strategy.is_chief``).
     """
 
@@ -60,13 +59,12 @@ class Callback:
         self.params: dict[str, Any] = {}
         self.fit_state: FitState | None = None  # the running fit's FitState (epoch, step, data position)
 
-    # What the callback needs from the loop. Declared, so that a default fit makes
-    # no collective beyond the gradient all-reduce (see stratagem.models.runners).
-    # True: batch hooks get ``logs`` reduced over every replica (one all-reduce per
-    # step); otherwise they get this replica's running values (the same on one replica).
+    # What the callback needs from the loop. Declared, so that a default fit makes no collective beyond the gradient
+    # all-reduce (see stratagem.models.runners). True: batch hooks get ``logs`` reduced over every replica (one
+    # all-reduce per step); otherwise they get this replica's running values (the same on one replica).
     requires_global_batch_logs: bool = False
-    # Where this callback may set ``model.stop_training`` (``StopsTraining``); checked when a
-    # subclass is defined and again when fit starts (an instance may set it too).
+    # Where this callback may set ``model.stop_training`` (``StopsTraining``); checked when a subclass is defined and
+    # again when fit starts (an instance may set it too).
     stops_training: StopsTraining | str = StopsTraining.EPOCH
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -106,8 +104,8 @@ class Callback:
         """Sets ``requires_global_batch_logs``; unused, ``on_train_batch_end`` stays the skipped no-op."""
         self.requires_global_batch_logs = used
         if not used:
-            # NOTE: batch logs cost an all-reduce every step and a per-epoch setting never reads them, so the
-            # hook stays the skipped no-op; it depends on the setting, never the rank: replicas stay in step.
+            # NOTE: batch logs cost an all-reduce every step and a per-epoch setting never reads them, so the hook
+            # stays the skipped no-op; it depends on the setting, never the rank: replicas stay in step.
             self.on_train_batch_end = types.MethodType(Callback.on_train_batch_end, self)  # type: ignore[method-assign]
 
     def _writing(self) -> bool:

@@ -1,8 +1,7 @@
 """``CSVLogger``: appends each epoch's ``logs`` as a row of a CSV file, on the chief only.
 
-The format is Keras': an ``epoch`` column (0-based) first, then the logs
-keys sorted; when the first epoch has no ``val_`` keys, ``val_`` columns are
-added for every key and hold ``NA`` until validation runs.
+The format is Keras': an ``epoch`` column (0-based) first, then the logs keys sorted; when the first epoch has no
+``val_`` keys, ``val_`` columns are added for every key and hold ``NA`` until validation runs.
 """
 
 from __future__ import annotations
@@ -23,8 +22,7 @@ class CSVLogger(Callback):
     Args:
         filename: The CSV file.
         separator: The column separator.
-        append: Append to an existing file (without a second header) instead
-            of overwriting it.
+        append: Append to an existing file (without a second header) instead of overwriting it.
 
     Example:
         >>> csv_logger = stratagem.callbacks.CSVLogger("training.log")  # doctest: +SKIP
@@ -63,8 +61,8 @@ class CSVLogger(Callback):
         logs = logs or {}
         if self.keys is None:
             self.keys = sorted(logs)
-            # With validation_freq > 1 the first epoch has no val_ keys: add them now
-            # so the header has them (Keras does the same).
+            # With validation_freq > 1 the first epoch has no val_ keys: add them now so the header has them (Keras
+            # does the same).
             if self.keys and not any(key.startswith("val_") for key in self.keys):
                 self.keys += ["val_" + key for key in self.keys]
         if self.writer is None:

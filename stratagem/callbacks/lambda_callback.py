@@ -16,21 +16,12 @@ _ALIASES = {"on_batch_begin": "on_train_batch_begin", "on_batch_end": "on_train_
 class LambdaCallback(Callback):
     """Calls the given functions at the matching hooks, as ``keras.callbacks.LambdaCallback``.
 
-    Epoch hooks take ``(epoch, logs)``, batch hooks ``(batch, logs)``, and
-    begin/end hooks ``(logs)``. Any other hook name of ``Callback`` may be
-    given as a keyword (``on_test_end=...``). Only the hooks given here run;
-    the rest stay no-ops that ``CallbackList`` skips, so an unused batch hook
-    costs no per-step all-reduce of the logs. The functions run on every
-    replica; one that writes should check ``model.distribute_strategy.is_chief``.
-
-    Args:
-        on_epoch_begin: Called as ``fn(epoch, logs)``.
-        on_epoch_end: Called as ``fn(epoch, logs)``.
-        on_train_begin: Called as ``fn(logs)``.
-        on_train_end: Called as ``fn(logs)``.
-        on_train_batch_begin: Called as ``fn(batch, logs)``.
-        on_train_batch_end: Called as ``fn(batch, logs)``.
-        **kwargs: Functions for other hooks, by hook name.
+    Epoch hooks take ``(epoch, logs)``, batch hooks ``(batch, logs)``, begin/end hooks ``(logs)``; the named
+    arguments are ``on_epoch_begin``, ``on_epoch_end``, ``on_train_begin``, ``on_train_end``,
+    ``on_train_batch_begin`` and ``on_train_batch_end``, and any other hook of ``Callback`` may be given as a
+    keyword (``on_test_end=...``). Only these hooks run; the rest stay no-ops that ``CallbackList`` skips, so an
+    unused batch hook costs no per-step all-reduce of the logs. The functions run on every replica; one that writes
+    should check ``model.distribute_strategy.is_chief``.
 
     Raises:
         TypeError: If a keyword is not a hook name.
@@ -59,6 +50,6 @@ class LambdaCallback(Callback):
             hooks[hook] = extra
         for hook, fn in hooks.items():
             if fn is not None:
-                # An instance attribute shadows the class's marked no-op, so
-                # overrides() counts exactly the hooks given here.
+                # An instance attribute shadows the class's marked no-op, so overrides() counts exactly the hooks
+                # given here.
                 setattr(self, hook, fn)

@@ -1,10 +1,9 @@
 """Callbacks that set the optimizer's learning rate between epochs.
 
-``LearningRateScheduler`` follows a user schedule; ``ReduceLROnPlateau``
-lowers the rate when a monitored value stops improving. Both run on every
-replica and decide from ``logs``, which are already reduced across replicas,
-so every replica sets the same learning rate at the same epoch. Both add
-``learning_rate`` to the epoch's ``logs``, as Keras 3 does.
+``LearningRateScheduler`` follows a user schedule; ``ReduceLROnPlateau`` lowers the rate when a monitored value
+stops improving. Both run on every replica and decide from ``logs``, which are already reduced across replicas, so
+every replica sets the same learning rate at the same epoch. Both add ``learning_rate`` to the epoch's ``logs``, as
+Keras 3 does.
 """
 
 from __future__ import annotations
@@ -25,9 +24,8 @@ from stratagem.callbacks.callback import Callback, check_mode
 class LearningRateScheduler(Callback):
     """Sets the learning rate at the start of each epoch from ``schedule``.
 
-    ``schedule(epoch, lr)`` gets the 0-based epoch and the current rate and
-    returns the new rate; a one-argument ``schedule(epoch)`` works too, as in
-    Keras. It runs on every replica, so it must give the same answer on each
+    ``schedule(epoch, lr)`` gets the 0-based epoch and the current rate and returns the new rate; a one-argument
+    ``schedule(epoch)`` works too, as in Keras. It runs on every replica, so it must give the same answer on each
     (no unseeded randomness): replicas with different rates drift apart.
 
     Args:
@@ -35,8 +33,7 @@ class LearningRateScheduler(Callback):
         verbose: 1 prints the new rate on the chief each epoch.
 
     Raises:
-        ValueError: At an epoch's start, if ``schedule`` returns something
-            other than a real number.
+        ValueError: At an epoch's start, if ``schedule`` returns something other than a real number.
 
     Example:
         >>> def decay(epoch):
@@ -59,8 +56,8 @@ class LearningRateScheduler(Callback):
     @override
     def on_epoch_begin(self, epoch: int, logs: dict[str, float] | None = None) -> None:
         if self.fit_state is not None and self.fit_state.step > 0:
-            # Resumed mid-epoch (BackupAndRestore): this epoch's rate was set before the backup and came
-            # back with the optimizer; scheduling again would apply a schedule(epoch, lr) twice.
+            # Resumed mid-epoch (BackupAndRestore): this epoch's rate was set before the backup and came back with the
+            # optimizer; scheduling again would apply a schedule(epoch, lr) twice.
             return
         learning_rate = self._call_schedule(epoch, float(self._optimizer.learning_rate))
         if isinstance(learning_rate, bool) or not isinstance(learning_rate, numbers.Real):
@@ -75,9 +72,8 @@ class LearningRateScheduler(Callback):
             logs["learning_rate"] = float(self._optimizer.learning_rate)
 
     def _call_schedule(self, epoch: int, learning_rate: float) -> object:
-        # Keras tries (epoch, lr) and falls back to (epoch) on TypeError. Checking the
-        # signature first picks the same form without hiding a TypeError raised
-        # inside the schedule itself.
+        # Keras tries (epoch, lr) and falls back to (epoch) on TypeError. Checking the signature first picks the same
+        # form without hiding a TypeError raised inside the schedule itself.
         try:
             inspect.signature(self.schedule).bind(epoch, learning_rate)
         except TypeError:
@@ -91,20 +87,17 @@ class LearningRateScheduler(Callback):
 
 
 class ReduceLROnPlateau(Callback):
-    """Multiplies the learning rate by ``factor`` when ``monitor`` stops improving.
+    """Multiplies the learning rate by ``factor`` when ``monitor`` stops improving (Keras' algorithm, step for step).
 
-    After ``patience`` epochs without an improvement of more than
-    ``min_delta``, the rate becomes ``max(lr * factor, min_lr)``; then
-    ``cooldown`` epochs pass before the waiting starts again. This is Keras'
-    algorithm, step for step.
+    After ``patience`` epochs without an improvement of more than ``min_delta`` the rate becomes ``max(lr * factor,
+    min_lr)``; then ``cooldown`` epochs pass before the waiting starts again.
 
     Args:
         monitor: The ``logs`` key to watch.
         factor: The multiplier, below 1.0.
         patience: Epochs without improvement before a reduction.
         verbose: 1 prints each reduction on the chief.
-        mode: ``"min"``, ``"max"``, or ``"auto"`` (``"max"`` if ``monitor``
-            contains ``"acc"``, else ``"min"``).
+        mode: ``"min"``, ``"max"``, or ``"auto"`` (``"max"`` if ``monitor`` contains ``"acc"``, else ``"min"``).
         min_delta: The least change that counts as an improvement.
         cooldown: Epochs to wait after a reduction before counting again.
         min_lr: The rate never goes below this.
@@ -113,9 +106,7 @@ class ReduceLROnPlateau(Callback):
         ValueError: If ``factor`` is 1.0 or more, or ``mode`` is unknown.
 
     Example:
-        >>> reduce_lr = stratagem.callbacks.ReduceLROnPlateau(  # doctest: +SKIP
-        ...     monitor="val_loss", factor=0.2, patience=5, min_lr=0.001)
-        >>> model.fit(x, y, validation_data=(x_val, y_val), callbacks=[reduce_lr])  # doctest: +SKIP
+        >>> reduce_lr = stratagem.callbacks.ReduceLROnPlateau(monitor="val_loss", patience=5)  # doctest: +SKIP
     """
 
     stops_training = "never"

@@ -1,10 +1,8 @@
 """``ModelCheckpoint``: saves the weights every epoch, every N batches, or on improvement.
 
-The decision to save comes from ``logs``, which are already reduced across
-replicas, so every replica decides the same. The write itself happens on the
-chief only (``Model.save_weights`` returns at once elsewhere, and writes
-atomically). Resuming an interrupted job is ``BackupAndRestore``'s business,
-not this callback's.
+The decision to save comes from ``logs``, which are already reduced across replicas, so every replica decides the
+same. The write itself happens on the chief only (``Model.save_weights`` returns at once elsewhere, and writes
+atomically). Resuming an interrupted job is ``BackupAndRestore``'s business, not this callback's.
 """
 
 from __future__ import annotations
@@ -24,11 +22,10 @@ _WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth")
 class ModelCheckpoint(Callback):
     """Saves the model's weights at some frequency, as ``keras.callbacks.ModelCheckpoint``.
 
-    ``filepath`` may hold ``str.format`` fields: ``{epoch}`` (1-based, as in
-    Keras), ``{batch}`` (1-based, with an integer ``save_freq``) and any
-    ``logs`` key, e.g. ``"ckpt/w.{epoch:02d}-{val_loss:.2f}.safetensors"``.
-    Files ending in ``.safetensors`` hold tensors only; other names are written
-    in torch format and read back with ``weights_only=True``.
+    ``filepath`` may hold ``str.format`` fields: ``{epoch}`` (1-based, as in Keras), ``{batch}`` (1-based, with an
+    integer ``save_freq``) and any ``logs`` key, e.g. ``"ckpt/w.{epoch:02d}-{val_loss:.2f}.safetensors"``. Files
+    ending in ``.safetensors`` hold tensors only; other names are written in torch format and read back with
+    ``weights_only=True``.
 
     Args:
         filepath: Where to save; formatted with ``epoch``, ``batch`` and logs.
@@ -36,8 +33,8 @@ class ModelCheckpoint(Callback):
         verbose: 1 prints a line on the chief whenever a save is decided.
         save_best_only: Save only when ``monitor`` improves on the best so far.
         save_weights_only: Keras' switch between weights and a full model.
-        mode: ``"min"``, ``"max"``, or ``"auto"`` (``"max"`` if ``monitor``
-            contains ``"acc"`` or starts with ``"fmeasure"``, else ``"min"``).
+        mode: ``"min"``, ``"max"``, or ``"auto"`` (``"max"`` if ``monitor`` contains ``"acc"`` or starts with
+            ``"fmeasure"``, else ``"min"``).
         save_freq: ``"epoch"``, or an int N to save every N training batches.
         initial_value_threshold: The best value to beat before the first save.
 
@@ -120,9 +117,9 @@ class ModelCheckpoint(Callback):
             self._say(f"\nEpoch {epoch + 1}: {self.monitor} did not improve from {self.best:.5f}")
 
     def _write(self, filepath: str) -> None:
-        # Every replica calls this; the writes happen on the chief only, atomically.
-        # The path decides, as Keras' file suffixes do: a weights file gets the weights,
-        # anything else a self-contained export folder (weights, program, metadata).
+        # Every replica calls this; the writes happen on the chief only, atomically. The path decides, as Keras' file
+        # suffixes do: a weights file gets the weights, anything else a self-contained export folder (weights,
+        # program, metadata).
         if self.save_weights_only or filepath.endswith(_WEIGHT_SUFFIXES):
             self.model.save_weights(filepath)
         else:

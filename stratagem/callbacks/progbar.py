@@ -1,8 +1,7 @@
 """``ProgbarLogger``: Keras' progress bar, printed by the chief only.
 
-On a terminal the bar redraws in place. When output is a pipe (the launcher,
-CI, a log file) it prints a full line a few times per epoch instead, so logs
-stay readable.
+On a terminal the bar redraws in place. When output is a pipe (the launcher, CI, a log file) it prints a full line a
+few times per epoch instead, so logs stay readable.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """``TensorBoard``: writes loss, metrics, learning rate and weight histograms as event files.
 
-Keras' layout and tag names: ``log_dir/train`` and ``log_dir/validation``,
-scalars ``epoch_<key>`` per epoch (validation values come from the ``val_``
-logs, under the same tags in the validation folder) and ``batch_<key>`` every
-``update_freq`` batches. Files are written through
-``torch.utils.tensorboard.SummaryWriter``, by the chief only; the other
-replicas have nothing to write and take part in no collective here, except
-under a strategy that shards the weights, where every replica helps gather
-them for the histograms.
+Keras' layout and tags: ``log_dir/train`` and ``log_dir/validation``, ``epoch_<key>`` scalars (``val_`` logs under
+the same tags in the validation folder) and ``batch_<key>`` every ``update_freq`` batches, through torch's
+``SummaryWriter``. Only the chief writes; the others take part in no collective here, except under a strategy that
+shards the weights, where every replica helps gather them for the histograms.
 """
 
 from __future__ import annotations
@@ -26,21 +22,16 @@ from stratagem.distribute.capabilities import ShardsVariables
 class TensorBoard(Callback):
     """Logs training to TensorBoard, as ``keras.callbacks.TensorBoard``.
 
-    Per epoch, the train folder gets ``epoch_loss``, ``epoch_<metric>``,
-    ``epoch_learning_rate`` and ``epoch_samples_per_sec`` (examples trained
-    per second of the epoch's wall time, validation included); the validation
-    folder gets ``epoch_loss`` and ``epoch_<metric>`` from the ``val_`` logs.
-    Steps are 0-based epochs; ``batch_*`` scalars use a batch counter that
-    runs across epochs, starting at 1.
+    Per epoch (0-based steps), the train folder gets ``epoch_loss``, ``epoch_<metric>``, ``epoch_learning_rate`` and
+    ``epoch_samples_per_sec`` (over the epoch's wall time, validation included), the validation folder
+    ``epoch_loss`` and ``epoch_<metric>`` from the ``val_`` logs; ``batch_*`` scalars count batches across epochs
+    from 1.
 
     Args:
         log_dir: The folder for the ``train`` and ``validation`` event files.
-        update_freq: ``"epoch"``, ``"batch"`` (every batch), or an int N to
-            also write ``batch_*`` scalars every N batches.
-        histogram_freq: Every this many epochs, write a histogram of each
-            weight (0: never).
-        write_graph: Not supported (a graph needs a traced input); ``True``
-            gives one warning.
+        update_freq: ``"epoch"``, ``"batch"``, or an int N to also write ``batch_*`` scalars every N batches.
+        histogram_freq: Every this many epochs, write a histogram of each weight (0: never).
+        write_graph: Not supported (a graph needs a traced input); ``True`` gives one warning.
 
     Raises:
         ImportError: If the ``tensorboard`` package is not installed.
@@ -49,7 +40,6 @@ class TensorBoard(Callback):
     Example:
         >>> tensorboard = stratagem.callbacks.TensorBoard(log_dir="./logs", update_freq=100)  # doctest: +SKIP
         >>> model.fit(x, y, epochs=5, validation_data=(x_val, y_val), callbacks=[tensorboard])  # doctest: +SKIP
-        >>> # then: tensorboard --logdir ./logs
     """
 
     stops_training = "never"
@@ -116,8 +106,8 @@ class TensorBoard(Callback):
     def _log_epoch_metrics(self, epoch: int, logs: dict[str, float]) -> None:
         train_logs = {key: value for key, value in logs.items() if not key.startswith("val_")}
         val_logs = {key[len("val_"):]: value for key, value in logs.items() if key.startswith("val_")}
-        # A callback earlier in the list may have changed the rate already (ReduceLROnPlateau);
-        # the logs then hold the rate this epoch trained with, which is the one to plot.
+        # A callback earlier in the list may have changed the rate already (ReduceLROnPlateau); the logs then hold the
+        # rate this epoch trained with, which is the one to plot.
         train_logs.setdefault("learning_rate", float(self._optimizer.learning_rate))
         samples_per_sec = self._samples_per_sec()
         if samples_per_sec is not None:

@@ -12,8 +12,8 @@ from stratagem.callbacks.callback import Callback
 class TerminateOnNaN(Callback):
     """Stops training at the first batch whose running loss is NaN or infinite.
 
-    ``logs["loss"]`` is the loss over the epoch's batches so far, so one bad
-    batch keeps it non-finite for the rest of the epoch, as in Keras.
+    ``logs["loss"]`` is the loss over the epoch's batches so far, so one bad batch keeps it non-finite for the rest
+    of the epoch, as in Keras.
 
     Example:
         >>> model.fit(x, y, epochs=10, callbacks=[stratagem.callbacks.TerminateOnNaN()])  # doctest: +SKIP
@@ -26,9 +26,8 @@ class TerminateOnNaN(Callback):
         loss = (logs or {}).get("loss")
         if loss is None or math.isfinite(loss):
             return
-        # The batch logs are this replica's; stops_training = "batch" makes the loop
-        # agree after the step, so every replica stops at the same batch and none is
-        # left waiting in the next step's all-reduce.
+        # The batch logs are this replica's; stops_training = "batch" makes the loop agree after the step, so every
+        # replica stops at the same batch and none is left waiting in the next step's all-reduce.
         if self.model.distribute_strategy.is_chief:
             print(f"Batch {batch}: Invalid loss, terminating training")
         self.model.stop_training = True

@@ -1,12 +1,9 @@
 """Writing and reading checkpoint files, atomically and safely.
 
-Writes go to a temporary file in the same folder, are fsynced, then renamed
-over the target, and the folder is fsynced: a crash at any moment leaves
-either the old file or the new one, never half of one. Reads never run code
-from the file: ``.safetensors`` files hold tensors only, and every other file
-is read by ``unpickling.unpickle``, which admits tensors and plain containers
-and refuses anything else. A damaged or unsafe file is a ``CheckpointError``
-that names it.
+A write goes to a temporary file in the same folder, is fsynced and renamed over the target, and the folder is
+fsynced: a crash leaves the old file or the new one, never half of one. A read runs no code from the file:
+``.safetensors`` hold tensors only, anything else goes through ``unpickling.unpickle``. A damaged or unsafe file is
+a ``CheckpointError`` that names it.
 """
 
 from __future__ import annotations
@@ -36,9 +33,8 @@ _BEFORE_RENAME_HOOK: list[Callable[[str], None]] = []  # tests inject a crash be
 def atomic_write(path: str | os.PathLike[str], write: Callable[[str], object], suffix: str = "") -> None:
     """Calls ``write(tmp_path)``, then moves the result to ``path`` atomically (``suffix`` ends ``tmp_path``).
 
-    Temporary files and folders that interrupted writes (a killed process) left
-    in the same folder before this write began are deleted once it succeeds:
-    one writer per folder (the chief), so none of them can still be in use.
+    Temporary files and folders that interrupted writes (a killed process) left in the same folder before this write
+    began are deleted once it succeeds: one writer per folder (the chief), so none of them can still be in use.
 
     Raises:
         CheckpointError: If the disk (or quota) is full; the message names the path.
@@ -64,9 +60,9 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[str], object], s
     remove_stale_temporaries(target.parent, before_ns=started)
 
 
-# Names of temporaries: mkstemp's ``.<name>.<8 chars>.tmp`` above; safetensors' own ``.tmp<6 letters or digits>``
-# (it writes one and renames it over ours: a kill in between leaves it); save_model's ``<name>.tmp-<16 hex>``
-# folders; and (folders only) the sharded checkpoints' ``.<name>.partial`` and replace_folder's ``.<name>.old``.
+# Names of temporaries: mkstemp's ``.<name>.<8 chars>.tmp`` above; safetensors' own ``.tmp<6 letters or digits>`` (it
+# writes one and renames it over ours: a kill in between leaves it); save_model's ``<name>.tmp-<16 hex>`` folders; and
+# (folders only) the sharded checkpoints' ``.<name>.partial`` and replace_folder's ``.<name>.old``.
 _TEMPORARY = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$|^\.tmp[A-Za-z0-9]{6}$|^.+\.tmp-[0-9a-f]{16}$")
 _TEMPORARY_FOLDER = re.compile(r"^\..+\.(partial|old)$")
 
@@ -94,10 +90,7 @@ def _torch_save(state: dict[str, Any], tmp: str) -> None:
 
 
 def save_state(path: str | os.PathLike[str], state: dict[str, Any]) -> None:
-    """Writes a nested dict of tensors, numbers, strings and lists atomically.
-
-    Files ending in ``.safetensors`` must hold a flat dict of tensors.
-    """
+    """Writes a nested dict of tensors, numbers, strings and lists atomically (``.safetensors``: flat tensors)."""
     if str(path).endswith(".safetensors"):
         from safetensors.torch import save_file
 
@@ -111,8 +104,8 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Reads a file written by ``save_state`` without running any code from it.
 
     Raises:
-        CheckpointError: If the file is missing, truncated, corrupt, or holds
-            objects other than tensors and plain containers.
+        CheckpointError: If the file is missing, truncated, corrupt, or holds objects other than tensors and plain
+            containers.
     """
     path = str(path)
     if not os.path.exists(path):
@@ -144,15 +137,13 @@ _CKPT_NUMBER = re.compile(r"(\d+)")
 def latest_checkpoint(checkpoint_dir: str | os.PathLike[str]) -> str | None:
     """The most recent checkpoint in ``checkpoint_dir`` (``tf.train.latest_checkpoint``).
 
-    A checkpoint is a file, or a folder written by ``model.save`` (``ModelCheckpoint``
-    without ``save_weights_only``); ``load_weights`` and ``load_state`` read both.
+    A checkpoint is a file, or a folder written by ``model.save`` (``ModelCheckpoint`` without
+    ``save_weights_only``); ``load_weights`` and ``load_state`` read both.
 
-    Only files in the formats stratagem's checkpointing writes count (``save_weights``,
-    ``ModelCheckpoint``, ``save_state``: safetensors, or torch's zip format), so logs,
-    event files and anything else kept beside them are passed over, as TF passes over
-    files that are not checkpoints. The newest by modification time, ties broken by the
-    largest number in the name; temporary files of interrupted writes are ignored. None
-    if there is none.
+    Only files in the formats stratagem's checkpointing writes count (``save_weights``, ``ModelCheckpoint``,
+    ``save_state``: safetensors, or torch's zip format), so logs, event files and anything else kept beside them are
+    passed over, as TF passes over files that are not checkpoints. The newest by modification time, ties broken by
+    the largest number in the name; temporary files of interrupted writes are ignored. None if there is none.
     """
     folder = Path(checkpoint_dir)
     if not folder.is_dir():
@@ -192,9 +183,9 @@ def replace_folder(finished: Path, target: Path, *, started_ns: int) -> None:
 
     Then deletes the temporaries beside it that writes killed before ``started_ns`` left.
 
-    Readers see the old folder or the new one, never neither (Linux ``renameat2``);
-    elsewhere there is a moment with no folder at ``target``, and a crash then leaves
-    the old one whole at ``.<name>.old`` (deleted by ``remove_stale_temporaries``).
+    Readers see the old folder or the new one, never neither (Linux ``renameat2``); elsewhere there is a moment with
+    no folder at ``target``, and a crash then leaves the old one whole at ``.<name>.old`` (deleted by
+    ``remove_stale_temporaries``).
     """
     if not os.path.lexists(target):
         os.replace(finished, target)

@@ -1,16 +1,10 @@
 """Sharded checkpoints: every replica writes and reads its own shards (``torch.distributed.checkpoint``).
 
-For ``ShardedDataParallelStrategy``, whose variables and optimizer state no
-single process holds; it works under every strategy. A checkpoint is a folder
-of per-rank files plus DCP's ``.metadata``; it loads onto any number of
-replicas (DCP reshards: each replica reads the pieces of the global tensors its
-own shards cover). Written atomically: every rank writes into
-``.<name>.partial``, and only when all have finished does the chief rename it
-to ``<name>``, so a folder with the final name is always complete. Read safely:
-DCP's metadata is a pickle and its non-tensor items (optimizer hyperparameters)
-are torch.save'd bytes; both are read by ``unpickling.unpickle``, which admits
-an exact list of classes and refuses every other name. The
-file-per-process training state of ``BackupAndRestore`` is ``state.py``'s.
+For ``ShardedDataParallelStrategy``, whose state no single process holds; it works under every strategy. A
+checkpoint is a folder of per-rank files plus DCP's ``.metadata``, loadable onto any number of replicas (DCP
+reshards). Atomic: every rank writes into ``.<name>.partial`` and the chief renames it when all have finished, so a
+folder with the final name is complete. Safe: DCP's pickled metadata and torch.save'd non-tensor items are read by
+``unpickling.unpickle`` (an exact allow-list). ``BackupAndRestore``'s file-per-process state is ``state.py``'s.
 """
 
 from __future__ import annotations
@@ -46,10 +40,9 @@ if TYPE_CHECKING:  # the model module imports the checkpoints
 class ShardedCheckpoint:
     """Saves and restores a model's weights and optimizer state, each replica its own shards.
 
-    The sharded counterpart of ``tf.train.Checkpoint(model=..., optimizer=...)``:
-    every replica calls ``save``/``restore`` at the same point (they are
-    collectives); each writes only the shards it holds. A checkpoint saved by N
-    replicas restores onto any number of replicas, under any strategy.
+    The sharded counterpart of ``tf.train.Checkpoint(model=..., optimizer=...)``: every replica calls
+    ``save``/``restore`` at the same point (they are collectives); each writes only the shards it holds. A
+    checkpoint saved by N replicas restores onto any number of replicas, under any strategy.
 
     Args:
         model: A compiled ``stratagem.Model``.
@@ -70,10 +63,9 @@ class ShardedCheckpoint:
     def save(self, directory: str | os.PathLike[str], *, async_save: bool = False) -> concurrent.futures.Future[str] | None:
         """Writes the checkpoint folder ``directory`` (replacing one already there); every replica calls it.
 
-        With ``async_save``, the state is copied to host memory and written in a
-        background thread (``dcp.async_save``): the returned future gives the
-        folder once every rank has written its shards and the chief has renamed
-        it into place. A later ``save`` or ``restore`` waits for it first.
+        With ``async_save``, the state is copied to host memory and written in a background thread
+        (``dcp.async_save``): the returned future gives the folder once every rank has written its shards and the
+        chief has renamed it into place. A later ``save`` or ``restore`` waits for it first.
 
         Raises:
             CheckpointError: If writing failed on some rank (from the future, when async).
@@ -102,8 +94,8 @@ class ShardedCheckpoint:
             _barrier(strategy)  # when save returns, every rank can read the folder
             return None
         if self._group is None and dist.is_initialized():
-            # NOTE: the background thread's collectives go through their own group, so they
-            # never interleave with the training step's collectives on the default group.
+            # NOTE: the background thread's collectives go through their own group, so they never interleave with the
+            # training step's collectives on the default group.
             self._group = dist.new_group(backend="gloo")
         with _one_process_quietly():
             written = dcp.async_save(state, checkpoint_id=partial, process_group=self._group,
@@ -115,8 +107,8 @@ class ShardedCheckpoint:
         """Loads a checkpoint written by ``save``, onto this job's replicas (any number): a collective.
 
         Raises:
-            CheckpointError: If the folder is missing or incomplete, holds
-                objects that could run code, or does not fit the model.
+            CheckpointError: If the folder is missing or incomplete, holds objects that could run code, or does not
+                fit the model.
         """
         self.wait()
         load_sharded(directory, self._model)
@@ -166,9 +158,9 @@ def load_sharded(directory: str | os.PathLike[str], model: Model) -> None:
 def _state_dict(model: Model) -> dict[str, Any]:
     """The model's and optimizer's state keyed by parameter name (not id), so it reshards onto any job."""
     module, optimizer = _module_and_optimizer(model)
-    # NOTE: get_state_dict takes one zero-gradient step with lr 0 when the optimizer has neither
-    # state nor gradients (before its first step), and the Keras rules count that step in their
-    # param_groups. Put the counters back in both the optimizer and what is saved.
+    # NOTE: get_state_dict takes one zero-gradient step with lr 0 when the optimizer has neither state nor gradients
+    # (before its first step), and the Keras rules count that step in their param_groups. Put the counters back in
+    # both the optimizer and what is saved.
     groups: list[dict[str, Any]] = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
     model_state, optimizer_state = get_state_dict(module, optimizer)
     saved_groups = cast("list[dict[str, Any]]", optimizer_state["param_groups"])
@@ -202,10 +194,7 @@ def _barrier(strategy: Strategy) -> None:
 
 
 def _commit(partial: Path, target: Path, *, started_ns: int) -> None:
-    """Renames the finished ``partial`` folder to ``target``: the step that makes the checkpoint exist.
-
-    Then deletes what saves killed before ``started_ns`` left beside it (their partial folders).
-    """
+    """Renames the finished ``partial`` folder to ``target`` (the checkpoint now exists); sweeps older partials."""
     for path in partial.iterdir():  # DCP's writer fsyncs its data files; make sure of every file and the folder
         fsync_path(path)
     fsync_path(partial)
@@ -257,8 +246,8 @@ class _SafeLoadPlanner(dcp.DefaultLoadPlanner):
     @override
     def load_bytes(self, read_item: Any, value: io.BytesIO) -> None:
         plain = unpickle(value.read(), path=f"an item of the sharded checkpoint ({read_item.dest_index.fqn})")
-        # DCP's own load_bytes places the value but unpickles without weights_only: hand it bytes
-        # written here from the plain value, never the file's.
+        # DCP's own load_bytes places the value but unpickles without weights_only: hand it bytes written here from
+        # the plain value, never the file's.
         written = io.BytesIO()
         torch.save(plain, written)
         written.seek(0)

@@ -1,31 +1,13 @@
-"""The one training-state format: its writer, its reader, and ``fit``'s capture and restore.
+"""The one training-state format (``write``/``read``), and ``fit``'s ``capture``/``restore``.
 
-A training state is what a restarted job needs to continue as if never stopped. Three
-writers keep one: ``BackupAndRestore`` (``backup-N.pt``), the Estimator
-(``model.ckpt-<step>.pt``) and ``hvd.elastic``'s ``TorchState.commit`` (the
-``STRATAGEM_ELASTIC_STATE`` file). Each file holds the weights and the optimizer state
-(``module_state``), the ``kind`` of writer, and that writer's own ``counters`` (the
-Estimator's global step; the elastic values and samplers; which ``fit`` call of the
-process took a backup). ``write`` is the one writer (atomic, ``checkpoint.io``) and
-``read`` the one reader (``checkpoint.unpickling``: no code runs); files of earlier
-versions, whose layouts differed per writer, are read and upgraded by ``read``.
-
-The sharded form: under a strategy that ``ShardsVariables`` no process holds all the
-weights and optimizer state, so every replica writes its shards to the folder
-``shards_dir_for(path)`` beside the file (``checkpoint.sharded``, torch's DCP), the file
-records ``sharded`` and holds the rest, and ``restore`` reads the shards from there.
-
-Captured by ``fit`` besides (``capture``): where ``fit`` stands (the ``FitState``: epoch,
-step, data position with the agreed shuffle seed), the running sums of the epoch's
-metrics, every replica's torch RNG state (gathered to the chief), the numpy and Python
-RNG states of the chief, the state of the other callbacks (``get_state()`` /
-``set_state()``) and state the strategy holds elsewhere (``HoldsRemoteState``: parameter
-servers). Capturing is one collective (the RNG gather), so every replica calls it; only
-the chief writes the file.
-
-Not here, by purpose: ``Model.save_weights`` (weights only, Keras's API for sharing them),
-``Model.save`` (an exported model for serving, ``models.saving``), and
-``tf.train.Checkpoint`` (the objects a user names, ``stratagem.train``).
+A training state is what a restarted job needs to continue as if never stopped: the weights and optimizer state
+(``module_state``), the ``kind`` of writer (``BackupAndRestore``, the Estimator, ``hvd.elastic``'s ``TorchState``)
+and that writer's ``counters``. ``write`` is atomic (``checkpoint.io``); ``read`` runs no code from the file
+(``checkpoint.unpickling``) and upgrades earlier versions' layouts. Under a strategy that ``ShardsVariables`` every
+replica writes its shards to ``shards_dir_for(path)`` (torch's DCP) and the file holds the rest. ``capture`` adds
+where ``fit`` stands, the metrics' sums, the RNG states, the callbacks' state and the strategy's remote state; it
+gathers every replica's torch RNG state (a collective), so every replica calls it and only the chief writes. Not
+here: ``Model.save_weights``/``Model.save`` (``models.saving``) and ``tf.train.Checkpoint`` (``stratagem.train``).
 """
 
 from __future__ import annotations
@@ -91,18 +73,12 @@ def shards_dir_for(path: str | os.PathLike[str]) -> Path:
 
 
 def write(path: str | os.PathLike[str], state: dict[str, Any], *, kind: StateKind, counters: dict[str, Any]) -> None:
-    """Writes the training-state file ``path`` atomically: ``state`` (``module_state`` and more), kind and counters.
-
-    The one writer: a reader sees the previous file or this one, never half of one.
-    """
+    """Writes the training-state file ``path`` atomically: ``state`` (``module_state`` and more), kind and counters."""
     save_state(path, {**state, "format": FORMAT_VERSION, "kind": StateKind(kind).value, "counters": counters})
 
 
 def read(path: str | os.PathLike[str], *, kind: StateKind) -> dict[str, Any]:
     """Reads a training-state file written by ``kind``'s writer, of this version or an earlier one.
-
-    The one reader: nothing in the file runs (``checkpoint.unpickling``), and a file of an
-    earlier version comes back in this version's layout.
 
     Raises:
         CheckpointError: If the file is missing, damaged or unsafe, is not a training state,
@@ -150,9 +126,8 @@ def _upgraded(state: dict[str, Any], path: str) -> dict[str, Any]:
 def capture(model: Model, fit_state: FitState, callbacks: list[Callback], *, shards_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """The training state of ``model`` and its ``fit_state`` now (call on every replica: it gathers RNG states).
 
-    Under a strategy that ``ShardsVariables``, every replica first writes its
-    shards of the weights and optimizer state to ``shards_dir``; the returned
-    state then holds neither, and ``restore`` needs the same folder.
+    Under a strategy that ``ShardsVariables`` every replica first writes its shards to ``shards_dir``, which
+    ``restore`` then needs.
     """
     strategy = model.distribute_strategy
     sharded = isinstance(strategy, ShardsVariables)
@@ -195,8 +170,7 @@ def restore(model: Model, fit_state: FitState, callbacks: list[Callback], state:
             shards_dir: str | os.PathLike[str] | None = None) -> None:
     """Puts ``model``, its optimizer, ``fit_state``, RNGs and callbacks back as captured.
 
-    A sharded state's weights and optimizer state come from ``shards_dir``
-    (resharded onto this job's replicas, which may be more or fewer).
+    Sharded weights and optimizer state come from ``shards_dir``, resharded onto this job's replicas.
     """
     strategy = model.distribute_strategy
     if isinstance(strategy, HoldsRemoteState):
@@ -239,8 +213,7 @@ _KEYS = ("format", "world_size", "weights", "optimizer", "position", "metrics", 
 def check_fits(model: Model, state: dict[str, Any], path: str) -> None:
     """Raises ``CheckpointError`` unless ``state`` is a whole training state of ``model``; changes nothing.
 
-    Checked before ``restore`` so that a backup of another model (or a damaged
-    one) leaves the model as it was, instead of half-loaded.
+    Checked before ``restore`` so that a backup of another model leaves the model as it was, not half-loaded.
     """
     missing = [key for key in _KEYS if key not in state]
     if missing:

@@ -1,20 +1,12 @@
 """The one reader of pickled checkpoint bytes, and the exact list of what a checkpoint may name.
 
-Every checkpoint path that meets a pickle comes here: ``load_state`` (``load_weights``,
-``BackupAndRestore``, estimator checkpoints, ``hvd.elastic`` state, the weights of a
-``model.save`` folder when not safetensors) and the sharded checkpoints of
-``checkpoint.sharded`` (DCP's ``.metadata`` and its non-tensor items). Other checkpoint
-files are data formats that run no code when parsed (safetensors, JSON, ``.npz`` read with
-``allow_pickle=False``).
-
-A pickle names the classes and functions it calls, and a crafted one names ``os.system``.
-Two formats reach here: torch.save's zip files, read with ``torch.load(weights_only=True)``,
-whose unpickler admits torch's own fixed list of tensor, storage and container names; and
-bare pickles (DCP's ``.metadata``, written with ``pickle.dump``, whose opcodes torch's
-unpickler does not read), read by ``_ExactUnpickler``, which admits exactly the
-(module, name) pairs of ``ALLOWED_GLOBALS`` and resolves them itself. A name is never
-admitted for the module it is in: pickle protocol 4 follows dotted names, so an admitted
-module plus the name ``os.system`` would reach ``os.system``.
+Every checkpoint path that meets a pickle comes here: ``load_state`` (weights, backups, Estimator checkpoints,
+``hvd.elastic`` state) and ``checkpoint.sharded`` (DCP's ``.metadata`` and non-tensor items); other files are data
+formats (safetensors, JSON, ``.npz`` without pickles). A pickle names what it calls, and a crafted one names
+``os.system``. torch.save's zip files are read with ``torch.load(weights_only=True)`` (torch's own fixed list); bare
+pickles (DCP's ``.metadata``, which torch's unpickler does not read) by ``_ExactUnpickler``, which admits exactly
+the (module, name) pairs of ``ALLOWED_GLOBALS`` and resolves them itself, never by module: protocol 4 follows dotted
+names, so an admitted module plus the name ``os.system`` would reach ``os.system``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The job's layout as data: ``ClusterSpec`` and the ``ClusterResolver`` base.
 
-``ClusterSpec`` maps job names to checked ``host:port`` addresses, and
-``ClusterResolver`` is the base the resolvers in ``cluster.py`` share; both
-are public through ``cluster.py``, which re-exports them. Here too are the
-address parsing and the ``_Placement`` a resolver hands to its base. Pure
-Python; no torch import.
+``ClusterSpec`` maps job names to checked ``host:port`` addresses, and ``ClusterResolver`` is the base the resolvers
+in ``cluster.py`` share; both are public through ``cluster.py``, which re-exports them. Here too are the address
+parsing and the ``_Placement`` a resolver hands to its base. Pure Python; no torch import.
 """
 
 from __future__ import annotations
@@ -131,13 +129,11 @@ def _check_cluster_dict(cluster: object, where: str) -> dict[str, list[str]]:
 class ClusterSpec:
     """Mapping of job name -> list of 'host:port' addresses, as ``tf.train.ClusterSpec``.
 
-    Task ``i`` of a job is the ``i``-th address in its list. Addresses are
-    checked when the spec is built: each needs a host and a port in 1..65535
-    (IPv6 hosts in brackets), and no address may appear twice.
+    Task ``i`` of a job is the ``i``-th address in its list. Addresses are checked when the spec is built: each
+    needs a host and a port in 1..65535 (IPv6 hosts in brackets), and no address may appear twice.
 
     Args:
-        cluster: A dict such as ``{"worker": ["node1:2222", "node2:2222"]}``,
-            or another ``ClusterSpec`` to copy.
+        cluster: A dict such as ``{"worker": ["node1:2222", "node2:2222"]}``, or another ``ClusterSpec`` to copy.
 
     Raises:
         ConfigurationError: If the mapping or any address is malformed.
@@ -212,12 +208,10 @@ class _Placement:
 class ClusterResolver:
     """What a strategy needs to know about the job, shaped like TF's ``ClusterResolver``.
 
-    The TF view is ``cluster_spec()``, ``task_type`` and ``task_id``. The torch
-    view describes the synchronous all-reduce group, which is the chief (if
-    any) followed by the workers: ``rank`` is ``None`` for tasks outside it
-    (``ps``, ``evaluator``), and ``local_rank``/``local_world_size`` count
-    group members on this host (``0`` and ``1`` outside the group). A
-    resolver validates its source when it is constructed.
+    The TF view is ``cluster_spec()``, ``task_type`` and ``task_id``. The torch view describes the synchronous
+    all-reduce group, which is the chief (if any) followed by the workers: ``rank`` is ``None`` for tasks outside it
+    (``ps``, ``evaluator``), and ``local_rank``/``local_world_size`` count group members on this host (``0`` and
+    ``1`` outside the group). A resolver validates its source when it is constructed.
 
     Example:
         >>> resolver = SimpleClusterResolver({"worker": ["h1:2222", "h2:2222"]}, "worker", 1)

@@ -1,8 +1,7 @@
 """Shared machinery of the all-reduce strategies (Mirrored and MultiWorkerMirrored).
 
-Both keep one replica per process and synchronise gradients with DDP; they
-differ only in where the job's shape comes from, which each subclass supplies
-through ``_resolve``.
+Both keep one replica per process and synchronise gradients with DDP; they differ only in where the job's shape
+comes from, which each subclass supplies through ``_resolve``.
 """
 
 from __future__ import annotations
@@ -81,10 +80,7 @@ class CollectiveStrategy(Strategy):
                                     compression=self._options.compression)
 
     def no_sync(self, module: nn.Module) -> contextlib.AbstractContextManager[object]:
-        """A context in which ``module``'s backward keeps gradients local (``SupportsNoSync``).
-
-        DDP's ``no_sync``: gradient accumulation communicates only on the micro-step that updates.
-        """
+        """DDP's ``no_sync``: backward keeps gradients local, so accumulation syncs once per update."""
         if isinstance(module, nn.parallel.DistributedDataParallel):
             return module.no_sync()
         return contextlib.nullcontext()
@@ -121,11 +117,9 @@ def check_one_gpu_per_rank(*, local_rank: int, local_world_size: int, num_visibl
                            visible_devices: str | None = None) -> None:
     """Refuses a host whose ranks would share a GPU under NCCL, which needs one GPU per rank.
 
-    Each rank takes GPU ``local_rank % num_visible_devices``; with more ranks on
-    the host than GPUs it sees, two ranks get the same one, and NCCL then fails
-    with its own text or hangs. A process shown exactly one GPU through
-    ``CUDA_VISIBLE_DEVICES`` (``visible_devices``) was given its own by the launcher
-    or the user: it is trusted.
+    Each rank takes GPU ``local_rank % num_visible_devices``; with more ranks on the host than GPUs it sees, two
+    ranks get the same one, and NCCL then fails with its own text or hangs. A process shown exactly one GPU through
+    ``CUDA_VISIBLE_DEVICES`` (``visible_devices``) was given its own by the launcher or the user: it is trusted.
 
     Raises:
         ConfigurationError: Naming the ranks that would share a GPU, the GPU, and the fix.

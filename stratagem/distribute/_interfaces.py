@@ -1,13 +1,9 @@
 """Which local network interface gloo listens on, and the address it advertises to peers.
 
-gloo, left alone, advertises the address this host's name resolves to. On
-hosts whose name resolves to loopback (``/etc/hosts`` on many machines, the
-Debian/Ubuntu ``127.0.1.1`` default) a multi-host job then tells its peers to
-connect to 127.0.0.1 and dies in ``connectFullMesh``. TF's multi-worker
-strategy trains on such hosts, so we pick as torch would be told to with
-``GLOO_SOCKET_IFNAME``: the interface that carries the route to the chief. A
-loopback job stays on the loopback interface. Nothing here opens a connection:
-the route is read by ``connect`` on a UDP socket, which sends no packet.
+gloo advertises the address this host's name resolves to; where that is loopback (many ``/etc/hosts``, Debian's
+``127.0.1.1``) a multi-host job tells its peers to connect to 127.0.0.1 and dies in ``connectFullMesh``. TF trains
+on such hosts, so we pick what ``GLOO_SOCKET_IFNAME`` would name: the interface routing to the chief (a loopback job
+stays on loopback). The route is read by ``connect`` on a UDP socket, which sends no packet.
 """
 
 from __future__ import annotations
@@ -25,9 +21,9 @@ _SIOCGIFADDR = 0x8915  # Linux ioctl: an interface's IPv4 address
 def is_loopback(host: str) -> bool:
     """Whether ``host`` reaches this machine's loopback only: every address it resolves to is loopback.
 
-    ``host`` is a name or an address; an IPv6 address may be bracketed (``[::1]``, as in
-    ``[::1]:2222``) and carry a zone (``fe80::1%eth0``). A name that does not resolve, and the
-    wildcard ``0.0.0.0``/``::`` (every interface), are not loopback.
+    ``host`` is a name or an address; an IPv6 address may be bracketed (``[::1]``, as in ``[::1]:2222``) and carry a
+    zone (``fe80::1%eth0``). A name that does not resolve, and the wildcard ``0.0.0.0``/``::`` (every interface),
+    are not loopback.
     """
     name = host.strip()
     if name.startswith("[") and name.endswith("]"):
@@ -62,9 +58,8 @@ def _is_loopback_address(address: str) -> bool:
 def choose_gloo_interface(master_addr: str) -> tuple[str, str | None]:
     """Sets ``GLOO_SOCKET_IFNAME`` unless the user did; returns (interface, its address or None).
 
-    Loopback for a loopback job; otherwise the interface of the route to
-    ``master_addr`` (the chief's rendezvous host). An interface named by the
-    user is kept as is.
+    Loopback for a loopback job; otherwise the interface of the route to ``master_addr`` (the chief's rendezvous
+    host). An interface named by the user is kept as is.
     """
     name = os.environ.get(GLOO_IFNAME_ENV)
     if not name:
@@ -73,8 +68,8 @@ def choose_gloo_interface(master_addr: str) -> tuple[str, str | None]:
         else:
             name = route_interface(master_addr) or ""
         if name:
-            # NOTE: gloo reads the variable when each process group is created, so
-            # it stays set for the groups made later (new_group, restarts).
+            # NOTE: gloo reads the variable when each process group is created, so it stays set for the groups made
+            # later (new_group, restarts).
             os.environ[GLOO_IFNAME_ENV] = name
     return name, interface_address(name) if name else None
 

@@ -1,11 +1,8 @@
 """How the ranks of a job meet: the store on the chief, the join barrier, and the backend's own setup.
 
-Each step is bounded by the job's timeout and each failure names the rank
-(and, when the cluster lists addresses, the host) to look at: the chief that
-could not be reached, the ranks that never joined, the peer gloo could not
-connect to. The ranks tell each other about failures through the store (a key
-per event), so a rank does not blame the chief for a missing peer the chief
-already knows about. ``collectives.init_process_group`` is the entry point.
+Each step is bounded by the job's timeout, and each failure names the rank (and host) to look at: the unreachable
+chief, the ranks that never joined, the peer gloo could not connect to. Ranks post failures to the store, so none
+blames the chief for a peer the chief already knows is missing. Entry point: ``collectives.init_process_group``.
 """
 
 from __future__ import annotations
@@ -48,8 +45,8 @@ def connect_store(*, rank: int, master_addr: str, master_port: int, timeout_s: f
         listener = _bind_listener(master_addr, master_port)
         return dist.TCPStore(master_addr, master_port, is_master=True, timeout=timeout,
                              wait_for_workers=False, master_listen_fd=listener.detach())
-    # NOTE: torch's client retries for `timeout` and then tries once more; a deadline of
-    # half the timeout per try keeps a chief that never started at about 1x the timeout.
+    # NOTE: torch's client retries for `timeout` and then tries once more; a deadline of half the timeout per try
+    # keeps a chief that never started at about 1x the timeout.
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -76,16 +73,11 @@ def connect_store(*, rank: int, master_addr: str, master_port: int, timeout_s: f
 class SignedStore(dist.Store):
     """A store whose every value is signed with the job's key and checked on read (HMAC-SHA256).
 
-    torch's ``TCPStore`` authenticates nobody, and anyone who reaches its port
-    can list its keys. Over this wrapper a value that a process without the
-    job's secret wrote (a stranger, or a process of another job pointed at this
-    job's chief) is refused with a ``ConfigurationError`` saying so, instead of
-    being taken for a rank's join or address. Every key the job reads goes
-    through it: the join barrier, the address check, gloo's own address
-    exchange, the agreements and the failure marks. A signature binds the
-    key, so a value copied to another key is refused too. Counters (``add``)
-    are signed values updated by ``compare_set``; each value carries a random
-    nonce so that two writers of the same number never write the same bytes.
+    torch's ``TCPStore`` authenticates nobody, and anyone who reaches its port can list its keys. Over this wrapper a
+    value written without the job's secret (a stranger, or another job pointed at this chief) is refused with a
+    ``ConfigurationError`` instead of being taken for a rank's join or address. Every key the job reads goes through
+    it. A signature binds the key, so a value copied to another key is refused; counters (``add``) are signed values
+    updated by ``compare_set``, each with a nonce so two writers of one number never write the same bytes.
 
     Args:
         inner: The store to wrap (the job's ``PrefixStore`` over the chief's ``TCPStore``).
@@ -272,8 +264,8 @@ def exchange_addresses(store: dist.Store, *, rank: int, world_size: int, address
                        master_addr: str, peers: Sequence[str] | None) -> list[str]:
     """Publishes the address gloo listens on here and reads every rank's; refuses loopback on a multi-host job.
 
-    A rank on loopback while the chief is elsewhere would make every peer's
-    connection to it fail deep in gloo; named here, it is a one-line fix.
+    A rank on loopback while the chief is elsewhere would make every peer's connection to it fail deep in gloo;
+    named here, it is a one-line fix.
     """
     store.set(_ADDRESS_KEY.format(rank=rank), address or "")
     addresses = [store.get(_ADDRESS_KEY.format(rank=r)).decode() for r in range(world_size)]
@@ -292,9 +284,8 @@ def run_bounded_setup(setup: Callable[[], None], store: dist.Store, *, rank: int
                       timeout_s: float, addresses: Sequence[str], peers: Sequence[str] | None) -> None:
     """Runs the backend's setup (gloo's full mesh) in a thread, at most ``timeout_s``.
 
-    gloo's connect can wait several times the timeout, and a rank whose own
-    setup failed leaves its peers waiting on it; so a failure is posted to the
-    store, and every rank gives up when it sees one or when time is up.
+    gloo's connect can wait several times the timeout, and a rank whose own setup failed leaves its peers waiting on
+    it; so a failure is posted to the store, and every rank gives up when it sees one or when time is up.
     """
     failure: list[BaseException] = []
     done = threading.Event()

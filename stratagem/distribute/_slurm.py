@@ -1,10 +1,9 @@
 """SLURM's variables, read into this task's place in the job.
 
-``read_slurm_layout`` turns the variables ``srun`` sets for each task into
-rank, world size, local rank and master address for ``SlurmClusterResolver``
-(the public class lives in ``cluster.py``; the resolver base is in ``_cluster_spec.py``).
-Here too are SLURM's compact syntaxes: nodelists (``node[01-03,07],gpu5``)
-and tasks per node (``2(x3),1``). Pure Python; no torch import.
+``read_slurm_layout`` turns the variables ``srun`` sets for each task into rank, world size, local rank and master
+address for ``SlurmClusterResolver`` (the public class lives in ``cluster.py``; the resolver base is in
+``_cluster_spec.py``). Here too are SLURM's compact syntaxes: nodelists (``node[01-03,07],gpu5``) and tasks per node
+(``2(x3),1``). Pure Python; no torch import.
 """
 
 from __future__ import annotations
@@ -27,8 +26,8 @@ def read_slurm_layout(environ: Mapping[str, str], port: int | None) -> _Placemen
     """This task's place, from SLURM's variables: a ``'worker'`` whose ``task_id`` is its rank.
 
     Raises:
-        ConfigurationError: If a variable is missing or malformed, or the
-            task layout disagrees with ``SLURM_NTASKS``.
+        ConfigurationError: If a variable is missing or malformed, or the task layout disagrees with
+            ``SLURM_NTASKS``.
     """
     env = LauncherVariables(
         environ, sets=f"srun sets {_VARIABLES} for every task", unset_fix="Start the tasks with srun, or set {name}",
@@ -76,8 +75,8 @@ def _master_port(env: LauncherVariables, port: int | None) -> int:
     elif env.environ.get("MASTER_PORT"):
         name, value = "MASTER_PORT", env.integer("MASTER_PORT")
     else:
-        # NOTE: derived from the job id so that every task picks the same port on
-        # its own, and concurrent jobs sharing a node rarely pick the same one.
+        # NOTE: derived from the job id so that every task picks the same port on its own, and concurrent jobs sharing
+        # a node rarely pick the same one.
         return 15000 + env.integer("SLURM_JOB_ID") % 20000
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
         raise ConfigurationError(
@@ -88,14 +87,9 @@ def _master_port(env: LauncherVariables, port: int | None) -> int:
 
 
 def expand_nodelist(nodelist: str, name: str) -> list[str]:
-    """Expands a SLURM nodelist into host names, in SLURM's order.
+    """Expands a SLURM nodelist (``"node[01-03,07],gpu5"``) into host names, in SLURM's order.
 
-    Args:
-        nodelist: The compact list, e.g. ``"node[01-03,07],gpu5"``.
-        name: The variable it came from, quoted in error messages.
-
-    Returns:
-        The hosts, e.g. ``["node01", "node02", "node03", "node07", "gpu5"]``.
+    ``name`` is the variable it came from, quoted in error messages.
 
     Raises:
         ConfigurationError: If the nodelist is malformed.
@@ -110,14 +104,9 @@ def expand_nodelist(nodelist: str, name: str) -> list[str]:
 
 
 def expand_tasks_per_node(value: str, name: str) -> list[int]:
-    """Expands SLURM's tasks-per-node syntax, one count per node.
+    """Expands SLURM's tasks-per-node syntax into one count per node (``"2(x3),1"``: ``[2, 2, 2, 1]``).
 
-    Args:
-        value: The compact counts, e.g. ``"2(x3),1"`` (three nodes with 2, one with 1).
-        name: The variable it came from, quoted in error messages.
-
-    Returns:
-        The count on each node in nodelist order, e.g. ``[2, 2, 2, 1]``.
+    ``name`` is the variable it came from, quoted in error messages.
 
     Raises:
         ConfigurationError: If the value is malformed.

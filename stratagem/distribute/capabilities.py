@@ -1,26 +1,8 @@
 """Optional strategy capabilities: small protocols, implemented only by the strategies that have them.
 
-The ``Strategy`` base keeps the tf.distribute surface and six hooks. What only
-some strategies do is declared here and checked with ``isinstance``, so the
-training loop asks "can this strategy do X?" and never "is this strategy Y?":
-
-- ``AppliesUpdates``: the optimizer step is the strategy's (CentralStorage on
-  the chief, ParameterServer on the servers), so a custom loop steps through
-  ``strategy.distribute_optimizer(optimizer)``.
-- ``SchedulesSteps``: ``Model.fit`` hands steps to a ``ClusterCoordinator``
-  instead of running them on this process (ParameterServer).
-- ``HoldsRemoteState``: part of the training state lives outside this process
-  (on parameter servers), so a training checkpoint captures it too.
-- ``NeedsCoordinator``: ``strategy.run`` refuses to run a step that no
-  ``ClusterCoordinator`` scheduled (ParameterServer).
-- ``AgreesThroughStore``: replicas agree on flags (``Strategy.any_replica``)
-  through the rendezvous store, so ``fit``'s one agreement at its start is no
-  collective (the all-reduce strategies, on a group they started).
-- ``SupportsNoSync``: backward can keep gradients local for a while (DDP's
-  ``no_sync``), so gradient accumulation communicates once per update.
-- ``ShardsVariables``: each replica holds only a shard of every variable and of
-  the optimizer state (ShardedDataParallel), so no single process can write the
-  training state: every replica writes its shards (``stratagem.checkpoint.sharded``).
+The ``Strategy`` base keeps the tf.distribute surface and six hooks. What only some strategies do is declared here
+and checked with ``isinstance``, so the training loop asks "can this strategy do X?", never "is this strategy Y?".
+Each protocol's docstring names what it means; ``StrategyOptimizer`` is what ``AppliesUpdates`` strategies return.
 """
 
 from __future__ import annotations
@@ -34,7 +16,7 @@ import torch
 
 @runtime_checkable
 class AppliesUpdates(Protocol):
-    """The strategy, not each replica's optimizer, applies the gradients."""
+    """The strategy, not each replica's optimizer, applies the gradients (CentralStorage, ParameterServer)."""
 
     def wrap_optimizer(self, optimizer: torch.optim.Optimizer) -> StrategyOptimizer:
         """Returns an object with the optimizer's interface whose ``step()`` is this strategy's update."""
@@ -43,7 +25,7 @@ class AppliesUpdates(Protocol):
 
 @runtime_checkable
 class SchedulesSteps(Protocol):
-    """Training steps run where a ``ClusterCoordinator`` schedules them; this process holds copies."""
+    """``fit``'s steps run where a ``ClusterCoordinator`` schedules them; this process holds copies."""
 
     def pull_all(self) -> None:
         """Brings this process's copies of the variables up to date (before evaluate, predict, saving)."""
@@ -61,7 +43,7 @@ class NeedsCoordinator(Protocol):
 
 @runtime_checkable
 class AgreesThroughStore(Protocol):
-    """Replicas can agree on flags through the job's rendezvous store, with no collective on the training path."""
+    """Replicas agree on flags through the rendezvous store: ``fit``'s one agreement is no collective."""
 
     def agree_through_store(self, flags: list[bool]) -> list[bool] | None:
         """For each flag, whether some replica holds it; None where no store of this job is at hand."""
@@ -70,7 +52,7 @@ class AgreesThroughStore(Protocol):
 
 @runtime_checkable
 class HoldsRemoteState(Protocol):
-    """Training state that lives outside this process and belongs in a training checkpoint."""
+    """Training state that lives outside this process (parameter servers) and belongs in a checkpoint."""
 
     def capture_remote_state(self) -> Any:
         """That state now, as tensors and plain values; call between steps."""
@@ -83,7 +65,7 @@ class HoldsRemoteState(Protocol):
 
 @runtime_checkable
 class ShardsVariables(Protocol):
-    """Each replica holds a shard of every variable and of the optimizer state, not a copy."""
+    """Each replica holds a shard of every variable and of the optimizer state: each writes its shards."""
 
     def full_state_dict(self, module: torch.nn.Module) -> dict[str, torch.Tensor]:
         """The module's whole state (parameters and buffers) on every replica, on the CPU: a collective."""
@@ -96,7 +78,7 @@ class ShardsVariables(Protocol):
 
 @runtime_checkable
 class SupportsNoSync(Protocol):
-    """Backward through a distributed module can skip the gradient all-reduce."""
+    """Backward can skip the gradient all-reduce (DDP's ``no_sync``): accumulation syncs once per update."""
 
     def no_sync(self, module: torch.nn.Module) -> AbstractContextManager[object]:
         """A context in which forward and backward through ``module`` leave gradients local."""
@@ -106,9 +88,8 @@ class SupportsNoSync(Protocol):
 class StrategyOptimizer:
     """A torch optimizer whose ``step()`` is a strategy's update; everything else is the optimizer's.
 
-    What ``strategy.distribute_optimizer`` returns where the strategy updates
-    the variables itself (central storage, parameter servers). Not Horovod's
-    ``hvd.DistributedOptimizer``, which all-reduces the gradients before the step.
+    What ``strategy.distribute_optimizer`` returns where the strategy updates the variables itself (central storage,
+    parameter servers). Not Horovod's ``hvd.DistributedOptimizer``, which all-reduces the gradients before the step.
 
     Args:
         optimizer: The torch optimizer over the model's parameters.

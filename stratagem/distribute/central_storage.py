@@ -1,11 +1,9 @@
 """``CentralStorageStrategy``: one copy of the variables' update state, on the chief.
 
-One host, one process per replica. Each replica computes gradients on its
-share of the global batch; the gradients are summed onto the chief (one
-``reduce``), the chief alone runs the optimizer, so optimizer state (Adam's
-moments, momentum buffers) exists once instead of once per replica, and the
-chief broadcasts the new values to every replica (one ``broadcast``). The
-update equals one replica's on the global batch.
+One host, one process per replica. Each replica computes gradients on its share of the global batch; the gradients
+are summed onto the chief (one ``reduce``), the chief alone runs the optimizer, so optimizer state (Adam's moments,
+momentum buffers) exists once instead of once per replica, and the chief broadcasts the new values to every replica
+(one ``broadcast``). The update equals one replica's on the global batch.
 """
 
 from __future__ import annotations
@@ -33,10 +31,10 @@ class CentralStorageStrategy(OneHostStrategy):
     """Synchronous training with the optimizer, and its state, only on the chief.
 
     Args:
-        compute_devices: Replica devices (``["cuda:0", "cuda:1"]``, ``["cpu:0", "cpu:1"]``);
-            default every visible GPU, else one CPU replica.
-        parameter_device: Where the central copy lives: it is the chief's replica
-            device (``"cpu"`` or ``"cuda:0"``); another device is refused.
+        compute_devices: Replica devices (``["cuda:0", "cuda:1"]``, ``["cpu:0", "cpu:1"]``); default every visible
+            GPU, else one CPU replica.
+        parameter_device: Where the central copy lives: it is the chief's replica device (``"cpu"`` or
+            ``"cuda:0"``); another device is refused.
         num_replicas: Number of CPU replicas (a shorthand for ``compute_devices``).
         communication_options: ``CommunicationOptions`` (timeout, backend).
 
@@ -84,8 +82,8 @@ class CentralStorageStrategy(OneHostStrategy):
     def _guard_plain_steps(self, module: nn.Module) -> None:
         """Makes a plain ``optimizer.step()`` over ``module``'s parameters raise (see ``_refuse_plain_step``).
 
-        torch offers this check only as a hook on every optimizer's step, so it lives exactly as long as
-        this strategy: it holds the strategy weakly, and ``_teardown`` or the strategy's collection removes it.
+        torch offers this check only as a hook on every optimizer's step, so it lives exactly as long as this
+        strategy: it holds the strategy weakly, and ``_teardown`` or the strategy's collection removes it.
         """
         if self._step_hook is None:
             self._step_hook = register_optimizer_step_pre_hook(_PlainStepGuard(self))
@@ -101,8 +99,8 @@ class CentralStorageStrategy(OneHostStrategy):
         super()._teardown()
 
     def _refuse_plain_step(self, optimizer: torch.optim.Optimizer) -> None:
-        # NOTE: nothing sums gradients in backward here (no DDP): only the central step does. A
-        # plain step would apply this replica's gradients alone, and the replicas would drift apart.
+        # NOTE: nothing sums gradients in backward here (no DDP): only the central step does. A plain step would apply
+        # this replica's gradients alone, and the replicas would drift apart.
         if self._stepping_centrally:
             return
         params = (p for group in optimizer.param_groups for p in group["params"])
@@ -125,8 +123,8 @@ class CentralStorageStrategy(OneHostStrategy):
         if self._num_replicas == 1:
             optimizer.step()
             return
-        # NOTE: each replica's loss is already divided by the GLOBAL batch, so the
-        # SUM of the replicas' gradients is the one-device gradient of the batch.
+        # NOTE: each replica's loss is already divided by the GLOBAL batch, so the SUM of the replicas' gradients is
+        # the one-device gradient of the batch.
         grads = collectives.flatten([p.grad if p.grad is not None else torch.zeros_like(p) for p in params])
         with collectives.collective_errors("reduce", timeout_s=self._timeout_s):
             dist.reduce(grads, dst=0, op=dist.ReduceOp.SUM)

@@ -1,14 +1,10 @@
 """Who this process is in the training job: ``ClusterSpec`` and the cluster resolvers.
 
-A resolver reads the job's layout from one source (explicit arguments,
-``TF_CONFIG``, torchrun's variables or SLURM's) and offers two views of it:
-TensorFlow's (``cluster_spec()``, ``task_type``, ``task_id``) and torch's view
-of the synchronous all-reduce group (``rank``, ``world_size``, ``local_rank``,
-``master_addr``, ...). ``resolve_cluster`` picks the source. This module is
-pure Python and never imports torch: starting a process group belongs to the
-strategies. ``ClusterSpec`` and the ``ClusterResolver`` base live in
-``_cluster_spec.py`` and are re-exported here; SLURM's nodelist syntax is
-parsed in ``_slurm.py``.
+A resolver reads the layout from one source (arguments, ``TF_CONFIG``, torchrun's or SLURM's variables) and offers
+TensorFlow's view (``cluster_spec()``, ``task_type``, ``task_id``) and torch's (``rank``, ``world_size``,
+``local_rank``, ``master_addr``, ...); ``resolve_cluster`` picks the source. Pure Python, no torch: process groups
+belong to the strategies. ``ClusterSpec`` and ``ClusterResolver`` live in ``_cluster_spec.py`` (re-exported here),
+SLURM's nodelist syntax in ``_slurm.py``.
 """
 
 from __future__ import annotations
@@ -20,13 +16,7 @@ import warnings
 from collections.abc import Mapping
 
 from stratagem.distribute._cluster_spec import (
-    ClusterResolver,
-    ClusterSpec,
-    LauncherVariables,
-    _check_cluster_dict,
-    _clip,
-    _parse_address,
-    _Placement,
+    ClusterResolver, ClusterSpec, LauncherVariables, _check_cluster_dict, _clip, _parse_address, _Placement,
 )
 from stratagem.distribute._slurm import read_slurm_layout
 from stratagem.errors import ConfigurationError
@@ -166,8 +156,8 @@ class SimpleClusterResolver(ClusterResolver):
 
     Args:
         cluster_spec: A ``ClusterSpec`` or a dict of job name -> addresses.
-        task_type: This process's job ('chief', 'worker', 'ps', 'evaluator').
-            May be left out, with ``task_id``, when the cluster has one task.
+        task_type: This process's job ('chief', 'worker', 'ps', 'evaluator'); with ``task_id``, may be left out when
+            the cluster has one task.
         task_id: This process's index within its job.
         rpc_layer: TF's RPC protocol name, kept for compatibility; unused.
 
@@ -197,18 +187,15 @@ class SimpleClusterResolver(ClusterResolver):
 class TFConfigClusterResolver(ClusterResolver):
     """A resolver that reads TensorFlow's ``TF_CONFIG`` JSON.
 
-    ``TF_CONFIG`` holds ``{"cluster": {job: [addresses]}, "task": {"type":
-    ..., "index": ...}}`` and optionally TF's ``"rpc_layer"`` and
-    ``"environment"`` strings. ``"task"`` may be left out when the cluster has
-    a single task. Other keys are ignored with one warning on the chief.
+    ``{"cluster": {job: [addresses]}, "task": {"type": ..., "index": ...}}``, optionally with TF's ``"rpc_layer"`` and
+    ``"environment"``; ``"task"`` may be left out for a one-task cluster. Other keys get one warning on the chief.
 
     Args:
         environ: Variables to read; default ``os.environ``.
 
     Raises:
-        ConfigurationError: If ``TF_CONFIG`` is unset, is not valid JSON, or
-            describes an invalid cluster or task. One without tasks (``{}``, an
-            empty cluster) is one local worker, as in TF.
+        ConfigurationError: If ``TF_CONFIG`` is unset, not valid JSON, or describes an invalid cluster or task.
+            One without tasks (``{}``, an empty cluster) is one local worker, as in TF.
 
     Example:
         >>> env = {"TF_CONFIG": '{"cluster": {"worker": ["h1:2222", "h2:2222"]},'
@@ -278,13 +265,9 @@ def _load_tf_config(environ: Mapping[str, str]) -> dict:
 class TorchrunClusterResolver(ClusterResolver):
     """A resolver that reads the variables torchrun (and ``stratagem run``) set.
 
-    Reads ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``,
-    ``MASTER_ADDR`` and ``MASTER_PORT``; each process is a ``'worker'`` with
-    ``task_id == rank``. Absent ``LOCAL_RANK``/``LOCAL_WORLD_SIZE`` default to
-    ``RANK``/``WORLD_SIZE``, taking all processes to be on this host. A lone
-    process may leave out ``MASTER_ADDR`` (127.0.0.1) and ``MASTER_PORT``
-    (29500, torchrun's default); a larger job must set both.
-    ``cluster_spec()`` is empty: torchrun names no address but the master's.
+    ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` and ``LOCAL_WORLD_SIZE`` (these two default to the first two: all on this
+    host), ``MASTER_ADDR`` and ``MASTER_PORT`` (a lone process may leave them out); each process is a ``'worker'`` with
+    ``task_id == rank``, and ``cluster_spec()`` is empty: torchrun names no address but the master's.
 
     Args:
         environ: Variables to read; default ``os.environ``.
@@ -322,25 +305,18 @@ class TorchrunClusterResolver(ClusterResolver):
 class SlurmClusterResolver(ClusterResolver):
     """A resolver that reads the variables ``srun`` sets for each task.
 
-    Rank and world size are ``SLURM_PROCID`` and ``SLURM_NTASKS``. Hosts come
-    from ``SLURM_STEP_NODELIST`` (else ``SLURM_JOB_NODELIST``), tasks per node
-    from ``SLURM_STEP_TASKS_PER_NODE`` (else ``SLURM_NTASKS_PER_NODE``, else
-    ``SLURM_TASKS_PER_NODE``), and the local rank from ``SLURM_LOCALID`` and
-    ``SLURM_NODEID``, else from SLURM's default block placement. The master
-    is the first host; its port is ``port``, else ``MASTER_PORT``, else
-    ``15000 + SLURM_JOB_ID % 20000``, which every task computes alike on its
-    own. Each task is a ``'worker'`` with ``task_id == rank``, and
-    ``cluster_spec()`` is empty. Run under ``srun``: a batch script alone is
-    one process that sees the allocation's ``SLURM_NTASKS``, and would wait
-    for peers that never start.
+    Rank and world size are ``SLURM_PROCID`` and ``SLURM_NTASKS``; hosts, tasks per node and local rank come from the
+    step's (else the job's) nodelist and task layout, else SLURM's default block placement. The master is the first
+    host, its port ``port``, else ``MASTER_PORT``, else ``15000 + SLURM_JOB_ID % 20000`` (every task computes it alike).
+    Each task is a ``'worker'`` with ``task_id == rank``; ``cluster_spec()`` is empty. Run under ``srun``: a batch
+    script alone is one process that sees the allocation's ``SLURM_NTASKS`` and would wait for peers that never start.
 
     Args:
         environ: Variables to read; default ``os.environ``.
         port: Rendezvous port of rank 0, overriding the variables.
 
     Raises:
-        ConfigurationError: If a variable is missing or malformed, or the
-            task layout disagrees with ``SLURM_NTASKS``.
+        ConfigurationError: If a variable is missing or malformed, or the task layout disagrees with ``SLURM_NTASKS``.
 
     Example:
         >>> env = {"SLURM_PROCID": "2", "SLURM_NTASKS": "4", "SLURM_JOB_ID": "7",
@@ -363,10 +339,9 @@ def resolve_cluster(
 ) -> ClusterResolver | None:
     """Finds out who this process is in the job, from the first source that is present.
 
-    Explicit args > TF_CONFIG > torchrun vars (RANK present) > SLURM
-    (SLURM_PROCID and SLURM_NTASKS present) > None (single process). A source
-    that is present but malformed raises; it never falls through to the next.
-    A ``TF_CONFIG`` without tasks (``{}``) is local training, as in TF: it is skipped.
+    Explicit args, then ``TF_CONFIG`` (one without tasks is local training and skipped, as in TF), torchrun's variables
+    (``RANK``), SLURM's (``SLURM_PROCID`` and ``SLURM_NTASKS``), else None (a single process). A source that is present
+    but malformed raises; it never falls through to the next.
 
     Args:
         cluster_spec: An explicit cluster; ``task_type``/``task_id`` then name this task.
@@ -374,12 +349,8 @@ def resolve_cluster(
         task_id: This process's index within its job, with ``cluster_spec``.
         environ: Variables to read; default ``os.environ``.
 
-    Returns:
-        A resolver, or ``None`` when nothing describes a multi-process job.
-
     Raises:
-        ConfigurationError: If the chosen source is malformed, or a task is
-            given without ``cluster_spec``.
+        ConfigurationError: If the chosen source is malformed, or a task is given without ``cluster_spec``.
 
     Example:
         >>> resolve_cluster(environ={}) is None

@@ -1,8 +1,7 @@
 """Thin wrappers over torch.distributed: rendezvous, all-reduce, DDP wrapping.
 
-Every wait here has a timeout, and every failure names the rank and the
-operation. The store's listening socket is bound by us to the chief's address
-(loopback unless the user names another), because torch's own TCPStore server
+Every wait here has a timeout, and every failure names the rank and the operation. The store's listening socket is
+bound by us to the chief's address (loopback unless the user names another), because torch's own TCPStore server
 would listen on every interface.
 """
 
@@ -33,27 +32,23 @@ def init_process_group(
 ) -> None:
     """Joins the job's process group, failing within about ``timeout_s`` if a peer is missing.
 
-    ``peers`` optionally describes each rank ("worker 1 at h2:2222") for the
-    error messages.
-
     Raises:
-        CollectiveTimeoutError: If the chief is unreachable, or a rank did not
-            join in time; the message names the missing ranks.
+        CollectiveTimeoutError: If the chief is unreachable, or a rank did not join in time (named, with ``peers``).
         ConfigurationError: If a rank of a multi-host job would listen on loopback only.
         RuntimeError: If the backend could not connect the ranks; names the peer.
     """
-    # NOTE: a loopback job stays on loopback; a multi-host one listens on the interface that
-    # reaches the chief, whatever this host's name resolves to (see _interfaces). Also for a mixed
-    # backend ("cpu:gloo,cuda:nccl", stratagem.horovod on CUDA hosts), whose CPU tensors go through gloo.
+    # NOTE: a loopback job stays on loopback; a multi-host one listens on the interface that reaches the chief,
+    # whatever this host's name resolves to (see _interfaces). Also for a mixed backend ("cpu:gloo,cuda:nccl",
+    # stratagem.horovod on CUDA hosts), whose CPU tensors go through gloo.
     _, address = choose_gloo_interface(master_addr) if "gloo" in backend else (None, None)
     store: dist.Store = _chief_store(rank=rank, master_addr=master_addr, master_port=master_port, timeout_s=timeout_s)
-    # NOTE: a process may leave and join again (Horovod's shutdown then init). The chief keeps serving
-    # its store across that, so a rank that left first cannot reach a store about to close; and each
-    # join's keys live under its own generation, so nobody reads the last join's marks and addresses.
-    # Every rank of a job joins its chief the same number of times, so the generations agree.
+    # NOTE: a process may leave and join again (Horovod's shutdown then init). The chief keeps serving its store
+    # across that, so a rank that left first cannot reach a store about to close; and each join's keys live under its
+    # own generation, so nobody reads the last join's marks and addresses. Every rank of a job joins its chief the
+    # same number of times, so the generations agree.
     generation = _joins[(master_addr, master_port)] = _joins.get((master_addr, master_port), 0) + 1
-    # The job's keys live under a prefix derived from the job's secret (job_secret), and with a secret
-    # every value is signed and checked on read: anyone reaching the port can list the keys and write.
+    # The job's keys live under a prefix derived from the job's secret (job_secret), and with a secret every value is
+    # signed and checked on read: anyone reaching the port can list the keys and write.
     prefix = job_secret.store_prefix(master_addr)
     store = dist.PrefixStore(prefix if generation == 1 else f"{prefix}/join{generation}", store)
     signing_key = job_secret.store_signing_key()
@@ -102,9 +97,8 @@ def _chief_store(*, rank: int, master_addr: str, master_port: int, timeout_s: fl
 def destroy_process_group(*, graceful: bool = False, timeout_s: float = 10.0) -> None:
     """Leaves the process group if one is active; safe to call twice.
 
-    With ``graceful`` (a clean exit), every other rank signs off through the
-    store after leaving, and rank 0, which serves the store, keeps it up until
-    they all have (at most ``timeout_s``): a store vanishing under a peer that
+    With ``graceful`` (a clean exit), every other rank signs off through the store after leaving, and rank 0, which
+    serves the store, keeps it up until they all have (at most ``timeout_s``): a store vanishing under a peer that
     is still leaving can abort that peer's process.
     """
     global _store
@@ -130,9 +124,8 @@ def destroy_process_group(*, graceful: bool = False, timeout_s: float = 10.0) ->
 
 def leave_process_group() -> None:
     """Leaves the group ``init_process_group`` joined: after every rank arrives on a clean exit, at once after a crash."""
-    # Rank 0 serves the rendezvous store: leaving before the others are done could fail their own
-    # exit, so a clean exit waits for everyone. Not after a crash: the peers may be inside a
-    # collective that never matches a barrier.
+    # Rank 0 serves the rendezvous store: leaving before the others are done could fail their own exit, so a clean
+    # exit waits for everyone. Not after a crash: the peers may be inside a collective that never matches a barrier.
     clean = not _launched.crashed()
     if clean and _store is not None:
         try:  # a peer still in a collective then learns this rank finished rather than hung
@@ -150,9 +143,9 @@ def leave_process_group() -> None:
 def any_rank(flags: Sequence[bool], *, key: str, timeout_s: float) -> list[bool]:
     """For each flag, whether some rank holds it; every rank calls this with the same fresh ``key``.
 
-    One exchange through the rendezvous store (counters on rank 0's store),
-    not a process-group collective: a once-per-fit decision stays off the data
-    path (no device tensor, no NCCL kernel). Needs the store this module started.
+    One exchange through the rendezvous store (counters on rank 0's store), not a process-group collective: a
+    once-per-fit decision stays off the data path (no device tensor, no NCCL kernel). Needs the store this module
+    started.
 
     Raises:
         CollectiveTimeoutError: If a rank does not reach the exchange within ``timeout_s``.
@@ -240,13 +233,10 @@ def _shape_of(header: torch.Tensor) -> str:
 def collective_errors(operation: str, *, timeout_s: float | None, tag: str | None = None) -> Iterator[None]:
     """Turns a backend's failure of a collective into an error naming the operation, this rank and the peers to blame.
 
-    A timeout becomes ``CollectiveTimeoutError``, a closed connection a
-    ``CollectiveError``; both name (with their hosts) the ranks that did not answer,
-    or that had already finished their program. Each call of an operation gets
-    the same probe tag on every rank (ranks call collectives in the same order),
-    or ``tag`` where given. ``timeout_s=None``: around a step, whose collectives
-    (DDP's gradient all-reduce in backward) run under the group's timeout; errors
-    of the step's own code then pass unchanged.
+    A timeout becomes ``CollectiveTimeoutError``, a closed connection ``CollectiveError``; both name the ranks (and
+    hosts) that did not answer or had finished their program, found by a probe tagged alike on every rank (ranks call
+    collectives in the same order). ``timeout_s=None``: around a step, whose collectives run under the group's
+    timeout; errors of the step's own code then pass unchanged.
     """
     tag = tag or _next_tag(operation)
     try:
@@ -278,10 +268,7 @@ _COMMUNICATION_WORDS = ("gloo", "nccl", "connection closed by peer", "connection
 def call_errors(call: str) -> Iterator[None]:
     """Names ``call``, the user's call (``fit``, ``evaluate``, ``predict``, ``strategy.run``), in a collective failure.
 
-    A failed collective's error says which operation failed and who is to blame;
-    raised inside ``call`` it is raised again naming ``call`` first, since the
-    user wrote that call, not the operation. The innermost call names it
-    (``evaluate`` for fit's validation).
+    The user wrote that call, not the operation; the innermost call names it (``evaluate`` for fit's validation).
     """
     try:
         yield
@@ -354,8 +341,8 @@ def _who(ranks: list[int] | None, world_size: int) -> str:
     ) if part) or "no rank is missing"
 
 
-# Where each rank is, as messages say it: " (worker 1 at h2:2222)" from the cluster, else " at 10.0.0.2" (the
-# address gloo reaches it at); set at join.
+# Where each rank is, as messages say it: " (worker 1 at h2:2222)" from the cluster, else " at 10.0.0.2" (the address
+# gloo reaches it at); set at join.
 _rank_places: list[str] = []
 
 
@@ -384,8 +371,8 @@ def _finished_ranks(world_size: int) -> list[int]:
 def _store_answer(ask: Callable[[], list[int]], *, within_s: float = 2.0) -> list[int] | None:
     """``ask()`` of the store within ``within_s``, on a thread; None if it does not answer by then.
 
-    NOTE: on a thread with a deadline: a store request to a stopped rank 0 (which serves the store)
-    blocks without timing out, and this process must still report and exit.
+    NOTE: a request to a stopped rank 0 (which serves the store) blocks without a timeout, and this process must still
+    report and exit.
     """
     found: list[list[int]] = []
 
@@ -430,15 +417,12 @@ def wrap_ddp(module: nn.Module, *, device: torch.device, bucket_cap_mb: float | 
              compression: Compression = None) -> nn.Module:
     """Wraps ``module`` in DDP whose gradient all-reduce SUMS instead of averaging.
 
-    Why sum: stratagem divides each replica's loss by the *global* batch size
-    (tf.distribute's rule), so the sum of the replicas' gradients is exactly the
-    gradient of the mean loss over the global batch, also when the last batch
-    splits unevenly. DDP's default would divide by the world size again.
-    ``compression`` (``"bf16"``, ``"fp16"``, ``PowerSGD``) sends the gradients
-    compressed, still summed (``stratagem.distribute.compression``).
+    Each replica's loss is divided by the *global* batch size (tf.distribute's rule), so the sum of the replicas'
+    gradients is the gradient of the mean loss over the global batch, also for an uneven last batch; DDP's average
+    would divide by the world size again. ``compression`` sends the gradients compressed, still summed.
     """
-    # Gradients are views into DDP's all-reduce buckets: the reduced sums are not copied back
-    # into separate .grad tensors (one pass over every gradient less per step, and half the memory).
+    # Gradients are views into DDP's all-reduce buckets: the reduced sums are not copied back into separate .grad
+    # tensors (one pass over every gradient less per step, and half the memory).
     ddp = nn.parallel.DistributedDataParallel(
         module, device_ids=[device.index] if device.type == "cuda" else None, bucket_cap_mb=bucket_cap_mb or None,
         gradient_as_bucket_view=True,

@@ -1,16 +1,11 @@
 """Gradient compression for the all-reduce strategies: bf16, fp16 and PowerSGD, on DDP's hooks.
 
-``CommunicationOptions(compression=...)`` names one; ``register_compression``
-installs it on a DDP module, ``all_reduce_compressed`` compresses one
-tensor's all-reduce outside DDP, and ``compress_tensor``/``decompress_tensor``
-are the cast each way (``stratagem.horovod``'s ``Compression.fp16`` is them). The
-hooks are torch's (``torch.distributed.algorithms.ddp_comm_hooks``), made to
-keep stratagem's SUM of the replicas' gradients (each replica's loss is
-already divided by the global batch): bf16/fp16 wrap our summing all-reduce
-in torch's cast wrappers (one cast each way, no division by the world size,
-so nothing is rounded twice); PowerSGD's result, an average, is multiplied
-back by the world size. fp16 sums in float16 as Horovod's fp16 compression
-does: a summed gradient beyond 65504 overflows (bf16 has float32's range).
+``CommunicationOptions(compression=...)`` names one; ``register_compression`` installs it on a DDP module,
+``all_reduce_compressed`` compresses one all-reduce outside DDP, and ``compress_tensor``/``decompress_tensor`` are
+the casts (Horovod's ``Compression.fp16`` is them). The hooks are torch's ``ddp_comm_hooks`` made to keep the SUM of
+the replicas' gradients (each loss is already divided by the global batch): bf16/fp16 wrap our summing all-reduce in
+torch's cast wrappers, with no division by the world size, so nothing is rounded twice; PowerSGD's average is
+multiplied back by the world size. fp16 sums in float16, as Horovod's does: a sum beyond 65504 overflows.
 """
 
 from __future__ import annotations
@@ -33,16 +28,15 @@ _CAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 class PowerSGD:
     """Low-rank gradient compression (Vogels et al., 2019), torch's ``powerSGD_hook``.
 
-    Each gradient matrix is sent as two rank-``rank`` factors; the part they
-    miss is kept and added to the next step's gradient (error feedback), so
-    nothing is lost over time. The first ``start_iter`` steps are sent
+    Each gradient matrix is sent as two rank-``rank`` factors; the part they miss is kept and added to the next
+    step's gradient (error feedback), so nothing is lost over time. The first ``start_iter`` steps are sent
     uncompressed (torch's ``start_powerSGD_iter``), as the method needs.
 
     Args:
         rank: The approximation rank (torch's ``matrix_approximation_rank``).
         start_iter: Steps all-reduced uncompressed first; at least 2.
-        min_compression_rate: A matrix is compressed only when this saves at
-            least this factor; smaller ones are sent as they are.
+        min_compression_rate: A matrix is compressed only when this saves at least this factor; smaller ones are
+            sent as they are.
 
     Example:
         >>> options = CommunicationOptions(compression=PowerSGD(rank=2))  # doctest: +SKIP
@@ -76,10 +70,7 @@ def parse_compression(compression: Any) -> Compression:
 
 
 def register_compression(ddp: nn.parallel.DistributedDataParallel, compression: Compression) -> None:
-    """Installs ``compression`` as ``ddp``'s communication hook, keeping the replicas' SUM.
-
-    ``None`` installs the plain summing all-reduce. Call once, before the first backward.
-    """
+    """Installs ``compression`` (None: the plain sum) as ``ddp``'s hook, keeping the SUM; before the first backward."""
     compression = parse_compression(compression)
     if compression is None:
         ddp.register_comm_hook(state=None, hook=_allreduce_sum_hook)
@@ -97,9 +88,8 @@ def register_compression(ddp: nn.parallel.DistributedDataParallel, compression: 
 def all_reduce_compressed(tensor: torch.Tensor, compression: Compression, *, group: Any = None) -> torch.Tensor:
     """The SUM of ``tensor`` over the group, sent as bf16 or fp16; returns a new tensor of ``tensor``'s dtype.
 
-    For gradients all-reduced outside DDP (a Horovod-style optimizer); the
-    same arithmetic as the DDP hooks (cast, sum in the compressed dtype, cast
-    back). PowerSGD needs DDP's buckets and per-bucket state, so it is refused here.
+    For gradients all-reduced outside DDP (Horovod's optimizer), with the DDP hooks' arithmetic. PowerSGD needs
+    DDP's buckets and per-bucket state.
 
     Raises:
         ValueError: For ``PowerSGD`` or an unknown compression.
@@ -123,10 +113,8 @@ def all_reduce_compressed(tensor: torch.Tensor, compression: Compression, *, gro
 def compress_tensor(tensor: torch.Tensor, compression: Compression) -> tuple[torch.Tensor, torch.dtype | None]:
     """``tensor`` as it travels under ``compression`` (``None``, ``"bf16"``, ``"fp16"``), and the dtype to restore.
 
-    A floating-point tensor is cast to the compressed dtype (a new tensor);
-    anything else, and every tensor under ``None``, travels as it is (the same
-    tensor; integers stay exact). ``decompress_tensor`` undoes it. This is
-    also Horovod's ``hvd.Compression.none``/``fp16``.
+    A floating-point tensor is cast (a new tensor); anything else, and every tensor under ``None``, travels as it is
+    (integers stay exact). ``decompress_tensor`` undoes it; the two are Horovod's ``Compression.none``/``fp16``.
     """
     compression = parse_compression(compression)
     if isinstance(compression, PowerSGD):
@@ -158,9 +146,9 @@ def _powersgd_sum_hook(world_size: int) -> Any:
 
     def powersgd_sum_hook(state: powerSGD_hook.PowerSGDState,
                           bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-        # NOTE: the hook chains its all-reduces in callbacks; with several buckets (DDP's first is small)
-        # those of one bucket and the next bucket's first could start in a different order on each rank,
-        # which gloo reports as a collective mismatch. Waiting here keeps every rank's order the same.
+        # NOTE: the hook chains its all-reduces in callbacks; with several buckets (DDP's first is small) those of one
+        # bucket and the next bucket's first could start in a different order on each rank, which gloo reports as a
+        # collective mismatch. Waiting here keeps every rank's order the same.
         done: torch.futures.Future[torch.Tensor] = torch.futures.Future()
         done.set_result(powerSGD_hook.powerSGD_hook(state, bucket).wait().mul_(world_size))
         return done
@@ -172,8 +160,8 @@ def _named(hook: Any) -> Any:
     """``hook`` with the annotations DDP checks and a name of our own."""
     # DDP checks a hook's annotations; postponed evaluation leaves strings, so give it the types.
     hook.__annotations__ = _HOOK_TYPES
-    # NOTE: DDP refuses a hook *named* bf16_compress_wrapper_hook unless NCCL >= 2.10 is present, but
-    # gloo all-reduces bfloat16 too (tests/dist/test_compression_accumulation.py runs it).
+    # NOTE: DDP refuses a hook *named* bf16_compress_wrapper_hook unless NCCL >= 2.10 is present, but gloo all-reduces
+    # bfloat16 too (tests/dist/test_compression_accumulation.py runs it).
     hook.__name__ = hook.__qualname__ = f"stratagem_sum_{hook.__name__}"
     return hook
 

@@ -1,27 +1,12 @@
 """What is in force now: the strategies entered with ``scope()`` and what the running code is part of.
 
-Nothing else in stratagem keeps mutable module state. The bottom of the stack
-is the default strategy (a ``OneDeviceStrategy`` made on first use). What a
-step needs (its batch, its global batch size) travels as arguments, not through here.
-
-The one ambient value (a context variable, so it is scoped to the call and to the
-thread) says what the running code is part of. Each field is here because a public
-signature between the place that knows it and the place that needs it has no room
-for it:
-
-- ``replica_strategy``: inside ``strategy.run`` the code is in that strategy's
-  replica context (TF's words). ``tf.distribute.get_strategy()``, Keras's
-  ``optimizer.apply_gradients(grads_and_vars)`` (which then sums gradients across
-  replicas) and ``metric.result()`` (this replica's value there) take no strategy
-  (``stratagem.models.keras_internals``).
-- ``scheduled_step``: the id of the step a ``ClusterCoordinator`` runs on this
-  worker; the parameter servers apply each id once. It is known where the
-  coordinator calls the user's function (``schedule(fn, args)``) and needed where
-  that function's ``optimizer.step()`` (torch's signature) pushes the gradients.
-
-Keras's own device (``keras.device``, entered by ``Strategy.scope()`` and around
-every Keras call stratagem makes, with the device as an argument) is Keras's
-ambient value, not ours: Keras layers and variables read it and take no device.
+The only mutable module state in stratagem. The bottom of the stack is the default strategy (a ``OneDeviceStrategy``
+made on first use). One context variable (scoped to the call and the thread) holds what no public signature has room
+for: ``replica_strategy``, set inside ``strategy.run`` (TF's replica context), read by ``get_strategy()``, Keras's
+``apply_gradients`` (which then sums gradients across replicas) and ``metric.result()``; and ``scheduled_step``, the
+id of the step a ``ClusterCoordinator`` runs on this worker, known where it calls the user's function and needed
+where that function's ``optimizer.step()`` pushes gradients (servers apply each id once). A step's batch and global
+batch size travel as arguments, not through here; Keras's device (``keras.device``) is Keras's own ambient value.
 """
 
 from __future__ import annotations
@@ -149,8 +134,8 @@ def replica_strategy() -> Strategy | None:
 def get_replica_context() -> ReplicaContext | None:
     """This replica's ``ReplicaContext`` inside ``strategy.run`` (``tf.distribute.get_replica_context``).
 
-    Outside ``run``: None inside a strategy's ``scope()`` (TF's cross-replica context), and the
-    default strategy's context outside every scope, as in TF.
+    Outside ``run``: None inside a strategy's ``scope()`` (TF's cross-replica context), and the default strategy's
+    context outside every scope, as in TF.
     """
     from stratagem.distribute.values import ReplicaContext
 

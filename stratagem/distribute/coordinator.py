@@ -1,12 +1,9 @@
 """``ClusterCoordinator``: schedule steps on whichever worker is free (tf.distribute's shape).
 
-On the chief, ``schedule`` queues a step and returns a ``RemoteValue`` at once;
-``join`` waits for every queued step; ``done`` says whether all have finished.
-On a worker, the same calls (the worker runs the chief's script) record the
-steps and, at every call that waits (``join``, ``done``, ``fetch``), run the
-steps the chief hands this worker until the awaited answer arrives. No code
-or argument crosses the network: only step numbers and return values (see
-``stratagem.distribute.ps.coordination``, ``coordination_client``, ``results``).
+On the chief, ``schedule`` queues a step and returns a ``RemoteValue`` at once, ``join`` waits for every queued step
+and ``done`` says whether all have finished. A worker runs the chief's script: the same calls record the steps, and
+each call that waits (``join``, ``done``, ``fetch``) runs the steps the chief hands it until the answer arrives.
+Only step numbers and return values cross the network (``ps.coordination``, ``coordination_client``, ``results``).
 
 Example:
     >>> coordinator = ClusterCoordinator(strategy)  # doctest: +SKIP
@@ -102,8 +99,8 @@ class ClusterCoordinator:
                                                                  timeout_s=self._timeout_s,
                                                                  credentials=strategy.credentials)
         strategy.cluster_coordinator = self
-        # The chief must keep answering its workers while they finish replaying, and gRPC serves on a thread
-        # pool: close after the main thread ends but before the pools stop.
+        # The chief must keep answering its workers while they finish replaying, and gRPC serves on a thread pool:
+        # close after the main thread ends but before the pools stop.
         run_before_thread_shutdown(self._close)
 
     @property
@@ -142,9 +139,8 @@ class ClusterCoordinator:
     def create_per_worker_dataset(self, dataset_fn: Callable[..., Iterable[Any]] | Iterable[Any]) -> PerWorkerValues:
         """Builds each worker's own dataset by calling ``dataset_fn`` there (never on the chief).
 
-        ``dataset_fn`` may take an ``InputContext`` (this worker's index among
-        ``num_workers`` pipelines) to shard or seed its data; a dataset
-        passed instead of a function is iterated whole by every worker.
+        ``dataset_fn`` may take an ``InputContext`` (this worker's index among ``num_workers`` pipelines) to shard
+        or seed its data; a dataset passed instead of a function is iterated whole by every worker.
         """
         if self._service is not None:
             return PerWorkerValues(None)
@@ -156,8 +152,8 @@ class ClusterCoordinator:
     def share_from_chief(self, value: Any) -> Any:
         """On the chief: publishes ``value`` and returns it; on a worker: returns the chief's value.
 
-        For what the chief alone computes but every task's replay must see the
-        same way (fit's epoch logs, which callbacks decide on).
+        For what the chief alone computes but every task's replay must see the same way (fit's epoch logs, which
+        callbacks decide on).
         """
         index = self._shares
         self._shares += 1

@@ -1,8 +1,4 @@
-"""``InputContext``: what an input pipeline needs to know to feed one replica.
-
-Per-replica batch arithmetic lives here so that the data pipeline and the
-strategies agree on it; the sharding itself lives with the datasets.
-"""
+"""``InputContext`` and the per-replica batch arithmetic the pipelines and the strategies share."""
 
 from __future__ import annotations
 
@@ -68,10 +64,9 @@ def check_global_batch_size(global_batch_size: int, num_replicas_in_sync: int) -
 def replica_slice(batch_size: int, num_replicas: int, replica_id: int) -> slice:
     """Rows of a global batch that belong to ``replica_id``.
 
-    Rows are split into contiguous, nearly equal parts (the first
-    ``batch_size % num_replicas`` replicas get one more row), so every row goes
-    to exactly one replica. A short final batch therefore still counts each
-    example once.
+    Rows are split into contiguous, nearly equal parts (the first ``batch_size % num_replicas`` replicas get one
+    more row), so every row goes to exactly one replica. A short final batch therefore still counts each example
+    once.
     """
     base, extra = divmod(batch_size, num_replicas)
     start = replica_id * base + min(replica_id, extra)

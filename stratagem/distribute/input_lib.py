@@ -1,26 +1,13 @@
 """``DistributedDataset``: what ``experimental_distribute_dataset`` returns (TF's ``input_lib``).
 
-Given a dataset of GLOBAL batches, each replica gets its share of every
-batch. How depends on the auto-shard policy (``Options``) and the pipeline:
-
-- ``DATA`` over a random-access pipeline ending in ``batch`` (the common
-  ``from_tensor_slices(...).map(...).shuffle(...).batch(B)`` case): the
-  replica computes only its own rows of each global batch, so no element is
-  produced twice. Its state is the global batch index, so it restores onto
-  any number of workers.
-- ``DATA`` otherwise: every process walks the same global batches and keeps
-  its contiguous rows (the same rows as above). The state is that of the
-  global stream, again valid for any number of workers.
-- ``FILE``: each worker reads every N-th file and batches by the per-replica
-  batch. Shards may hold different numbers of elements: each step the
-  workers agree (one small all-reduce) on who still has data; a worker that
-  ran out contributes an empty batch until all are done, so no step hangs
-  and every element counts once. A FILE state restores only onto the same
-  number of workers.
-- ``OFF``: every worker reads the whole dataset, batched per replica.
-
-Every random choice is seeded with a seed the replicas agree on when
-iteration starts, and a short last batch is split as evenly as possible.
+Given GLOBAL batches, each replica gets its share of every batch, by the auto-shard policy (``Options``). ``DATA``
+over a random-access pipeline ending in ``batch``: the replica computes only its own rows; otherwise every process
+walks the same global batches and keeps its contiguous rows. Either state is the global position, so it restores
+onto any number of workers. ``FILE``: each worker reads every N-th file, batched per replica; shards may differ in
+length, so each step the workers agree (one small all-reduce) on who still has data, and one that ran out sends an
+empty batch until all are done: no step hangs, every element counts once (its state restores only onto as many
+workers). ``OFF``: every worker reads everything. Random choices use a seed the replicas agree on when iteration
+starts; a short last batch splits as evenly as possible.
 """
 
 from __future__ import annotations
@@ -53,14 +40,10 @@ class InputOptions:
     """How a distributed dataset feeds its replica (``tf.distribute.InputOptions``).
 
     Args:
-        experimental_fetch_to_device: Iterating yields batches already on the
-            replica's device (default True, as in TF; a no-op on the CPU).
-        experimental_replication_mode: ``"PER_WORKER"`` or ``"PER_REPLICA"``; both
-            mean the same here, since every process is one worker and one replica.
-        experimental_place_dataset_on_device: Not supported (the pipeline runs on
-            the host); True raises.
-        experimental_per_replica_buffer_size: Batches prepared ahead; stratagem's
-            look-ahead is its own, so another value is ignored with a warning.
+        experimental_fetch_to_device: Batches arrive on the replica's device (default True, as in TF).
+        experimental_replication_mode: ``"PER_WORKER"`` or ``"PER_REPLICA"``, the same here (a process is both).
+        experimental_place_dataset_on_device: Not supported (the pipeline runs on the host); True raises.
+        experimental_per_replica_buffer_size: Ignored with a warning: stratagem's look-ahead is its own.
     """
 
     experimental_fetch_to_device: bool = True
@@ -98,14 +81,12 @@ class DistributedDataset:
     Args:
         dataset: A ``stratagem.data.Dataset`` or any iterable of batches.
         input_context: This process's ``InputContext``.
-        split_batches: Whether ``dataset`` yields global batches to split
-            (``experimental_distribute_dataset``) or this replica's own
-            (``distribute_datasets_from_function``).
-        strategy: The strategy, for agreeing on seeds and on the end of uneven
-            file shards; None for a single process.
-        seed: Seed of the pipeline's unseeded random ops, the same on every
-            replica; default: drawn on the chief at the first ``iter()`` and
-            agreed by every replica. Kept in the ``seed`` attribute.
+        split_batches: Whether ``dataset`` yields global batches to split (``experimental_distribute_dataset``) or
+            this replica's own (``distribute_datasets_from_function``).
+        strategy: The strategy, for agreeing on seeds and on the end of uneven file shards; None for a single
+            process.
+        seed: Seed of the pipeline's unseeded random ops, the same on every replica; default: drawn on the chief at
+            the first ``iter()`` and agreed by every replica. Kept in the ``seed`` attribute.
     """
 
     def __init__(self, dataset: Iterable[Any], *, input_context: InputContext, split_batches: bool,
@@ -124,10 +105,9 @@ class DistributedDataset:
     def iterator(self, epoch: int | None = None, *, seed: int | None = None) -> DistributedIterator:
         """A new iterator; ``epoch`` (default: the next one) picks the epoch's shuffle order.
 
-        ``fit`` passes its own epoch number, so a restarted job shuffles epoch
-        k as the uninterrupted job did, however many iterators it made before,
-        and the seed its replicas agreed (``seed``, the same on every replica;
-        default: the ``seed`` attribute, else one agreed now).
+        ``fit`` passes its own epoch number, so a restarted job shuffles epoch k as the uninterrupted job did,
+        however many iterators it made before, and the seed its replicas agreed (``seed``, the same on every
+        replica; default: the ``seed`` attribute, else one agreed now).
         """
         if epoch is None:
             epoch = self._epoch
@@ -161,10 +141,9 @@ class DistributedDataset:
     def wants_lookahead(self) -> bool:
         """Whether producing batches ahead of the consumer pays: the pipeline asked for it.
 
-        True for any pipeline that is not random-access (streaming sources, plain
-        iterables such as a DataLoader) and for one with a ``prefetch`` anywhere.
-        A random-access pipeline without one (in-memory arrays) gathers each batch
-        with one index per component: a second thread would only cost its hand-off.
+        True for any pipeline that is not random-access (streaming sources, plain iterables such as a DataLoader)
+        and for one with a ``prefetch`` anywhere. A random-access pipeline without one (in-memory arrays) gathers
+        each batch with one index per component: a second thread would only cost its hand-off.
         """
         if not isinstance(self._dataset, Dataset) or self._dataset._length() is None:
             return True
@@ -299,8 +278,8 @@ def shared_seed(strategy: Strategy | None) -> int:
 class _Walk:
     """Walks a stream of batches: global ones (``split``: this replica keeps its rows) or its own.
 
-    Every process walks the same global batches, so the state (that of a
-    Dataset's iterator) is valid for any number of workers.
+    Every process walks the same global batches, so the state (that of a Dataset's iterator) is valid for any number
+    of workers.
     """
 
     def __init__(self, batches: Iterator[Any], ctx: InputContext, *, split: bool) -> None:
@@ -312,8 +291,8 @@ class _Walk:
         if not self._split:
             return batch, size * self._ctx.num_replicas_in_sync, range(0)
         if self._first:
-            # Only the first batch must divide; a short final batch is split as
-            # evenly as possible so no example is dropped.
+            # Only the first batch must divide; a short final batch is split as evenly as possible so no example is
+            # dropped.
             check_global_batch_size(size, self._ctx.num_replicas_in_sync)
             self._first = False
         rows = replica_slice(size, self._ctx.num_replicas_in_sync, self._ctx.input_pipeline_id)
@@ -338,10 +317,7 @@ class _Walk:
 
 
 class _FileShardWalk(_Walk):
-    """FILE policy: every N-th file, per-replica batches, and agreement on the end of data.
-
-    Runs a collective every step; a FILE state restores only onto the same number of workers.
-    """
+    """FILE policy: every N-th file, per-replica batches, and a collective each step on the end of data."""
 
     def __init__(self, batches: Iterator[Any], ctx: InputContext, strategy: Strategy) -> None:
         super().__init__(batches, ctx, split=False)
@@ -377,10 +353,7 @@ class _FileShardWalk(_Walk):
 
 
 class _ReplicaRowsIterator(BatchIterator):
-    """Random-access pipeline ending in batch(B): computes only this replica's rows of batch i.
-
-    Its state is the global batch index, so it restores onto any number of workers.
-    """
+    """A random-access pipeline ending in batch(B): computes only this replica's rows of each batch."""
 
     def __init__(self, batched: BatchDataset, ctx: InputContext, iter_ctx: IterContext) -> None:
         super().__init__(batched, iter_ctx)
@@ -469,8 +442,8 @@ def rebatch(dataset: Any, num_replicas: int) -> Any:
 def _as_tensor(value: Any) -> Any:
     if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
         if value.dtype.kind == "f":
-            # numpy's cast, not torch's .to(): that one fans out to torch's thread
-            # pool and competes with the training step for the cores.
+            # numpy's cast, not torch's .to(): that one fans out to torch's thread pool and competes with the training
+            # step for the cores.
             value = value.astype(torch.empty((), dtype=torch.get_default_dtype()).numpy().dtype, copy=False)
         return torch.from_numpy(np.ascontiguousarray(value))
     if isinstance(value, np.generic) and value.dtype.kind in "biuf":

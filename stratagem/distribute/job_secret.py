@@ -1,17 +1,11 @@
 """The job's secret: what lets a job's own processes in and keeps every other process out.
 
-``stratagem run`` draws one per job (``secrets.token_hex``) and hands it to
-every process it starts in ``STRATAGEM_JOB_SECRET``. For a job started by
-hand on several hosts, the user gives every process the same one, in that
-variable or in a file named by ``STRATAGEM_JOB_SECRET_FILE`` (readable by the
-job's user only). From it each service derives its own key (``derive_key``):
-the parameter servers and the chief's coordination service check an HMAC of
-every call (``stratagem.distribute.ps.auth``), and the rendezvous store keeps
-the job's keys under a prefix derived from it and signs every value with
-another (``collectives``, ``_rendezvous.SignedStore``).
-
-Without a secret (a process started by hand without the variable) nothing is
-authenticated, so servers refuse to listen beyond loopback (see ``auth``).
+``stratagem run`` draws one per job and hands it to every process in ``STRATAGEM_JOB_SECRET``; a job started by hand
+gives every process the same one, there or in a file named by ``STRATAGEM_JOB_SECRET_FILE`` (readable by the job's
+user only). Each service derives its own key (``derive_key``): the parameter servers and the coordination service
+check an HMAC of every call (``ps.auth``); the rendezvous store keeps the job's keys under a derived prefix and
+signs every value (``_rendezvous.SignedStore``). Without a secret nothing is authenticated, so servers refuse to
+listen beyond loopback.
 """
 
 from __future__ import annotations
@@ -40,12 +34,10 @@ def generate() -> str:
 def load(environ: Mapping[str, str] | None = None) -> bytes | None:
     """The job's secret from ``STRATAGEM_JOB_SECRET`` or the file ``STRATAGEM_JOB_SECRET_FILE`` names.
 
-    Returns ``None`` when neither is set (or the variable is empty): the job
-    runs without authentication.
+    Returns ``None`` when neither is set (or the variable is empty): the job runs without authentication.
 
     Raises:
-        ConfigurationError: If both are set, the file cannot be read, or the
-            secret is shorter than 16 characters.
+        ConfigurationError: If both are set, the file cannot be read, or the secret is shorter than 16 characters.
     """
     environ = os.environ if environ is None else environ
     value, path = environ.get(SECRET_ENV, ""), environ.get(SECRET_FILE_ENV, "")
@@ -76,10 +68,8 @@ def load(environ: Mapping[str, str] | None = None) -> bytes | None:
 def env_for_job(environ: Mapping[str, str], *, generate_if_missing: bool) -> dict[str, str]:
     """What a launcher adds to its children's environment so they share one secret.
 
-    A secret the user set (variable or file) is inherited as it is; otherwise
-    a fresh one when ``generate_if_missing`` (every process of the job is
-    started by this launcher), else nothing: processes on other hosts could
-    not know a secret drawn here.
+    A secret the user set is inherited; otherwise a fresh one with ``generate_if_missing`` (this launcher starts every
+    process of the job), else nothing: processes on other hosts could not know a secret drawn here.
     """
     if environ.get(SECRET_ENV) or environ.get(SECRET_FILE_ENV) or not generate_if_missing:
         return {}
@@ -92,15 +82,11 @@ def derive_key(secret: bytes, purpose: str) -> bytes:
 
 
 def store_prefix(master_addr: str, environ: Mapping[str, str] | None = None) -> str:
-    """The prefix of every key the job keeps in its rendezvous store (a ``torch.distributed.PrefixStore``).
+    """The prefix of every key the job keeps in its rendezvous store (a ``PrefixStore``).
 
-    Derived from the secret, so a process without it writing the keys the job
-    reads (``stratagem/joined/1``, gloo's addresses) by their names writes
-    other keys, which no rank reads. torch's ``TCPStore`` authenticates nobody:
-    a stranger that reaches its port can list the keys (``list_keys``) and find
-    the prefix, so with a secret every value is also signed
-    (``store_signing_key``) and a forged one is refused. Without a secret the
-    prefix is fixed, nothing is signed, and a store beyond loopback gets a warning.
+    Derived from the secret, so a process without it writing the keys the job reads by their names writes other keys.
+    A stranger reaching the port can still list the keys and find the prefix, so with a secret every value is also
+    signed (``store_signing_key``). Without a secret the prefix is fixed and a store beyond loopback gets a warning.
     """
     secret = load(environ)
     if secret is None:
@@ -114,10 +100,7 @@ def store_prefix(master_addr: str, environ: Mapping[str, str] | None = None) -> 
 
 
 def store_signing_key(environ: Mapping[str, str] | None = None) -> bytes | None:
-    """The key that signs every value the job writes to its rendezvous store (``_rendezvous.SignedStore``).
-
-    None without a secret: then nothing is signed.
-    """
+    """The key that signs every value the job writes to its rendezvous store; None without a secret."""
     secret = load(environ)
     return None if secret is None else derive_key(secret, "store-signature")
 

@@ -1,10 +1,9 @@
 """``MirroredStrategy``: synchronous all-reduce across the devices of one host.
 
-One process per replica. On a GPU host every visible GPU is a replica; on a
-CPU host the replica count is a parameter and each replica gets its share of
-the cores. Run as a plain script (``python train.py``), the strategy hands the
-script to stratagem's launcher, which starts one process per replica; under
-``stratagem run`` (or torchrun) it joins the processes already started.
+One process per replica. On a GPU host every visible GPU is a replica; on a CPU host the replica count is a
+parameter and each replica gets its share of the cores. Run as a plain script (``python train.py``), the strategy
+hands the script to stratagem's launcher, which starts one process per replica; under ``stratagem run`` (or
+torchrun) it joins the processes already started.
 """
 
 from __future__ import annotations
@@ -29,8 +28,8 @@ DISABLE_SCRIPT_LAUNCH_ENV = "STRATAGEM_DISABLE_SCRIPT_LAUNCH"
 class OneHostStrategy(CollectiveStrategy):
     """Base of the strategies with one process per device of one host (Mirrored, CentralStorage).
 
-    Run as a plain script, the strategy starts the other replicas itself;
-    under ``stratagem run`` (or torchrun) it joins the processes already started.
+    Run as a plain script, the strategy starts the other replicas itself; under ``stratagem run`` (or torchrun) it
+    joins the processes already started.
     """
 
     def __init__(self, devices: list[str] | None, *, num_replicas: int | None,
@@ -68,16 +67,12 @@ class MirroredStrategy(OneHostStrategy):
     """Synchronous data parallelism on one host, gradients all-reduced by DDP.
 
     Args:
-        devices: Devices to replicate over, e.g. ``["cuda:0", "cuda:1"]`` or
-            TF's ``["/gpu:0", "/gpu:1"]``; ``["cpu:0", "cpu:1"]`` asks for two
-            CPU replicas. Default: every visible GPU, else one CPU replica.
+        devices: Devices to replicate over, e.g. ``["cuda:0", "cuda:1"]`` or TF's ``["/gpu:0", "/gpu:1"]``;
+            ``["cpu:0", "cpu:1"]`` asks for two CPU replicas. Default: every visible GPU, else one CPU replica.
         num_replicas: Number of CPU replicas (a shorthand for ``devices``).
         communication_options: ``CommunicationOptions`` (timeout, buckets).
-        cross_device_ops: TF's all-reduce algorithm choice (``NcclAllReduce()``,
-            ``HierarchicalCopyAllReduce()``, ``ReductionToOneDevice()``): accepted, with one
-            warning, and not used: torch.distributed picks the algorithm (NCCL on GPUs, gloo's
-            ring on CPUs; ``CommunicationOptions(implementation=)`` chooses the backend), and
-            every choice sums the same gradients.
+        cross_device_ops: TF's all-reduce algorithm choice (``NcclAllReduce()``, ...): accepted with one warning and
+            unused, since torch.distributed picks the algorithm and every choice sums the same gradients.
 
     Example:
         >>> strategy = MirroredStrategy(num_replicas=2)  # doctest: +SKIP

@@ -1,8 +1,7 @@
 """``MultiWorkerMirroredStrategy``: synchronous all-reduce across hosts.
 
-The job's shape comes from a cluster resolver: explicit, ``TF_CONFIG``,
-torchrun's variables or SLURM's (``stratagem.distribute.cluster``). Every
-chief and worker task is one replica; ``ps`` tasks belong to
+The job's shape comes from a cluster resolver: explicit, ``TF_CONFIG``, torchrun's variables or SLURM's
+(``stratagem.distribute.cluster``). Every chief and worker task is one replica; ``ps`` tasks belong to
 ``ParameterServerStrategy``.
 """
 
@@ -36,12 +35,12 @@ class WorkerClusterStrategy(CollectiveStrategy):
 class MultiWorkerMirroredStrategy(WorkerClusterStrategy):
     """Synchronous data parallelism over the workers of a cluster.
 
-    Constructing it joins the job: it waits (up to the communication timeout)
-    until every worker has started, as TensorFlow's does.
+    Constructing it joins the job: it waits (up to the communication timeout) until every worker has started, as
+    TensorFlow's does.
 
     Args:
-        cluster_resolver: Where the cluster comes from; default: ``TF_CONFIG``,
-            then torchrun's variables, then SLURM's, else a single worker.
+        cluster_resolver: Where the cluster comes from; default: ``TF_CONFIG``, then torchrun's variables, then
+            SLURM's, else a single worker.
         communication_options: ``CommunicationOptions`` (timeout, buckets, backend).
 
     Example:
@@ -57,9 +56,9 @@ class MultiWorkerMirroredStrategy(WorkerClusterStrategy):
 def resolve_workers(resolver: ClusterResolver | None, strategy_name: str) -> tuple[int, int, int, int, str, int, torch.device]:
     """This process's place among the chief and worker tasks of ``resolver``'s cluster.
 
-    Returns (rank, world_size, local_rank, local_world_size, master_addr,
-    master_port, device); one worker on this host's first device if there is no
-    resolver. Shared by the strategies whose every chief and worker task is one replica.
+    Returns (rank, world_size, local_rank, local_world_size, master_addr, master_port, device); one worker on this
+    host's first device if there is no resolver. Shared by the strategies whose every chief and worker task is one
+    replica.
     """
     if resolver is None:
         return 0, 1, 0, 1, "127.0.0.1", 0, replica_device(0)

@@ -15,8 +15,7 @@ class OneDeviceStrategy(Strategy):
     """Runs everything on one device, with no process group.
 
     Args:
-        device: Where to compute, e.g. ``"cpu"``, ``"cuda:0"`` or TF's
-            ``"/gpu:0"``.
+        device: Where to compute, e.g. ``"cpu"``, ``"cuda:0"`` or TF's ``"/gpu:0"``.
 
     Example:
         >>> strategy = OneDeviceStrategy("cpu")

@@ -1,8 +1,4 @@
-"""``CommunicationOptions``: how the replicas of a synchronous strategy talk.
-
-The names follow ``tf.distribute.experimental.CommunicationOptions``; each
-field says which torch.distributed setting it becomes.
-"""
+"""``CommunicationOptions``: how the replicas of a synchronous strategy talk (TF's names, torch's settings)."""
 
 from __future__ import annotations
 
@@ -31,17 +27,13 @@ class CommunicationOptions:
     """Options for the collectives of ``MirroredStrategy`` and ``MultiWorkerMirroredStrategy``.
 
     Args:
-        bytes_per_pack: Size of the gradient buckets that are all-reduced
-            together (DDP's ``bucket_cap_mb``); 0 keeps DDP's default of 25 MB.
-        timeout_seconds: How long a rendezvous or collective may wait for a
-            peer before failing with ``CollectiveTimeoutError``. ``None`` reads
-            ``STRATAGEM_TIMEOUT_S`` (the launcher's ``--timeout``), else 300 s.
+        bytes_per_pack: Size of the gradient buckets all-reduced together (DDP's ``bucket_cap_mb``); 0 keeps DDP's
+            25 MB.
+        timeout_seconds: How long a rendezvous or collective may wait for a peer before ``CollectiveTimeoutError``;
+            ``None`` reads ``STRATAGEM_TIMEOUT_S`` (the launcher's ``--timeout``), else 300 s.
         implementation: ``"auto"``, ``"ring"`` (gloo) or ``"nccl"``.
-        compression: How gradients travel (an extension; TF has none): ``None``
-            (float32), ``"bf16"``, ``"fp16"``, or ``PowerSGD(rank)``. DDP
-            communication hooks; the replicas' gradients are still SUMMED over
-            the global batch, so only rounding differs from ``None``.
-            ``MirroredStrategy`` and ``MultiWorkerMirroredStrategy`` only.
+        compression: How gradients travel (an extension; TF has none): ``None`` (float32), ``"bf16"``, ``"fp16"``,
+            or ``PowerSGD(rank)``, through DDP hooks that still SUM over the global batch, so only rounding differs.
 
     Example:
         >>> options = CommunicationOptions(timeout_seconds=30, compression="bf16")

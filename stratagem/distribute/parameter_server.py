@@ -1,26 +1,12 @@
 """``ParameterServerStrategy``: asynchronous training, variables and optimizer state on ``ps`` tasks.
 
-The cluster (``TF_CONFIG`` schema) has one ``chief``, one or more ``worker``
-tasks and one or more ``ps`` tasks. Every task may run the same script:
-
-- a ``ps`` task serves its variables (``stratagem.distribute.ps.server``) and
-  never returns from the strategy's constructor (``stratagem run --ps`` starts
-  servers without any script);
-- the chief is the coordinator: it creates the variables (its initial values
-  win), and ``ClusterCoordinator.schedule`` queues steps that workers run;
-- a worker replays the chief's program: it builds the same model and datasets,
-  and runs the scheduled steps the chief hands it. In a step it pulls the
-  current values from the servers, computes gradients on its own batch and
-  pushes them; each server applies a push when it arrives (asynchronous), with
-  its own copy of the optimizer (the Keras update rules of
-  ``stratagem.optimizers``, or torch's SGD, Adam, AdamW, Adagrad, RMSprop),
-  so optimizer state lives on the servers.
-
-Each step is one worker's batch: ``num_replicas_in_sync`` is 1 and the loss is
-averaged over that batch. Buffers (BatchNorm statistics) stay local to each
-process. ``staleness=S`` bounds how old the values behind a push may be: a
-push computed from values more than S pushes behind a server's current version
-is dropped by that server (and counted), instead of being applied.
+The cluster (``TF_CONFIG``) has one ``chief``, ``worker`` tasks and ``ps`` tasks, and every task may run the same
+script: a ``ps`` task serves its variables (``distribute.ps.server``) and never returns from the constructor; the
+chief is the coordinator (it creates the variables, so its initial values win, and ``ClusterCoordinator.schedule``
+queues steps); a worker replays the chief's program and runs the steps it is handed: it pulls the current values,
+computes gradients on its own batch and pushes them, and each server applies a push as it arrives with its own copy
+of the optimizer. Each step is one worker's batch (``num_replicas_in_sync`` is 1); buffers (BatchNorm statistics)
+stay local. ``staleness=S`` makes a server drop (and count) a push computed from values more than S pushes old.
 """
 
 from __future__ import annotations
@@ -61,17 +47,14 @@ class ParameterServerStrategy(Strategy):
     """Asynchronous data parallelism: workers pull variables, push gradients; servers apply them.
 
     Args:
-        cluster_resolver: Where the tasks are; default ``TFConfigClusterResolver()``
-            (``TF_CONFIG``). The cluster needs a ``chief``, ``worker`` and ``ps`` job.
-        variable_partitioner: Splits large variables along axis 0 over the servers
-            (``FixedShardsPartitioner``, ``MinSizePartitioner``, ``MaxSizePartitioner``);
-            default: one shard per variable. Variables are placed round-robin.
-        staleness: Drop a push computed from values more than this many pushes
-            old (per server); ``None`` (default) applies every push.
-        worker_timeout_s: A worker silent this long is declared dead and its
-            steps are rescheduled; default ``STRATAGEM_WORKER_TIMEOUT_S`` or 10 s.
-        communication_options: Its ``timeout_seconds`` bounds every call to a
-            server and every wait for a worker or the chief.
+        cluster_resolver: Where the tasks are (a ``chief``, ``worker`` and ``ps`` job); default ``TF_CONFIG``.
+        variable_partitioner: Splits large variables along axis 0 over the servers (``FixedShardsPartitioner``,
+            ``MinSizePartitioner``, ``MaxSizePartitioner``); default one shard per variable, placed round-robin.
+        staleness: Drop a push computed from values more than this many pushes old (per server); ``None`` applies
+            every push.
+        worker_timeout_s: A worker silent this long is declared dead and its steps rescheduled; default
+            ``STRATAGEM_WORKER_TIMEOUT_S`` or 10 s.
+        communication_options: Its ``timeout_seconds`` bounds every call to a server and wait for a worker or chief.
 
     Example:
         >>> strategy = ParameterServerStrategy(TFConfigClusterResolver())  # doctest: +SKIP

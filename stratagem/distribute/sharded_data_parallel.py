@@ -1,13 +1,9 @@
 """``ShardedDataParallelStrategy``: data parallelism with the variables sharded across replicas (FSDP2).
 
-Each replica trains on its share of every global batch, as under
-``MultiWorkerMirroredStrategy``, but holds only 1/N of every parameter, of its
-gradient and of the optimizer state (torch FSDP2, ``fully_shard``): a layer's
-parameters are all-gathered just before its forward and backward and freed
-after, and gradients are reduce-scattered so each replica steps only its shard.
-The job's shape comes from the same cluster resolvers (``TF_CONFIG``,
-torchrun's or SLURM's variables). Checkpoints of the sharded state are
-``stratagem.checkpoint.sharded``.
+Each replica trains on its share of every global batch, as under ``MultiWorkerMirroredStrategy``, but holds 1/N of
+every parameter, gradient and optimizer state (torch's ``fully_shard``): a layer's parameters are all-gathered for
+its forward and backward and freed after, and gradients are reduce-scattered. The job's shape comes from the cluster
+resolvers; checkpoints of the sharded state are ``checkpoint.sharded``.
 """
 
 from __future__ import annotations
@@ -27,30 +23,19 @@ if TYPE_CHECKING:
 class ShardedDataParallelStrategy(WorkerClusterStrategy):
     """Synchronous data parallelism whose parameters and optimizer state are sharded (FSDP2).
 
-    For models whose parameters plus optimizer state do not fit one device:
-    with N replicas each holds about 1/N of them. Training computes exactly
-    what ``MultiWorkerMirroredStrategy`` computes (the same global-batch loss,
-    gradients summed over replicas); the price is one all-gather per layer in
-    forward and backward instead of one gradient all-reduce. Keras 3 calls the
-    data-parallel half of this ``keras.distribution.DataParallel``; its
-    ``ModelParallel`` is different (it splits each layer's computation by a
-    layout map), so the name says what this is: data parallel, variables sharded.
-
-    Every module that owns parameters is its own shard group (all-gathered on
-    its own), then the root. A parameter used outside its module's ``forward``
-    (tied weights read by another layer) is not supported by FSDP. Gradient
-    accumulation (``gradient_accumulation_steps``) reduce-scatters on every
-    micro-step: skipping it, as DDP's ``no_sync`` does, would hold whole
-    gradients, which is what this strategy exists to avoid. Build the
-    optimizer through ``compile`` (a Keras name or a ``stratagem.optimizers``
-    object): the sharded parameters replace the module's at ``compile``, so a
-    torch optimizer built before it would step the old ones.
+    For models whose parameters and optimizer state do not fit one device: each of N replicas holds about 1/N. It
+    computes what ``MultiWorkerMirroredStrategy`` does, at the price of one all-gather per layer in forward and backward
+    instead of one gradient all-reduce. (Keras 3's ``ModelParallel`` splits each layer's computation instead, hence the
+    name.) Every module that owns parameters is its own shard group, then the root; FSDP does not support a parameter
+    used outside its module's ``forward`` (tied weights). Gradient accumulation reduce-scatters on every micro-step:
+    skipping it, as DDP's ``no_sync`` does, would hold whole gradients, which this strategy exists to avoid. Build the
+    optimizer through ``compile``: the sharded parameters replace the module's there, so a torch optimizer built before
+    would step the old ones.
 
     Args:
         cluster_resolver: Where the cluster comes from; default: ``TF_CONFIG``,
             then torchrun's variables, then SLURM's, else a single worker.
-        communication_options: ``CommunicationOptions`` (timeout, backend:
-            gloo on CPU, NCCL on CUDA).
+        communication_options: ``CommunicationOptions`` (timeout, backend).
 
     Example:
         >>> strategy = stratagem.distribute.ShardedDataParallelStrategy()  # doctest: +SKIP
@@ -59,7 +44,6 @@ class ShardedDataParallelStrategy(WorkerClusterStrategy):
         ...     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
         >>> model.fit(x, y, batch_size=64 * strategy.num_replicas_in_sync)  # doctest: +SKIP
     """
-
 
     @override
     def _wrap_module(self, module: nn.Module) -> nn.Module:
@@ -92,9 +76,7 @@ class ShardedDataParallelStrategy(WorkerClusterStrategy):
 def shard_module(module: nn.Module, *, mesh: DeviceMesh) -> nn.Module:
     """Applies ``fully_shard`` to every module that owns parameters (innermost first), then to ``module``.
 
-    Gradients are SUMMED across replicas, not averaged (FSDP's default): the
-    loss is already divided by the global batch (tf.distribute's rule), as for
-    the DDP strategies (``collectives.wrap_ddp``).
+    Gradients are SUMMED, not averaged (FSDP's default): the loss is already divided by the global batch, as for DDP.
     """
     from torch.distributed.fsdp import FSDPModule, fully_shard
 

@@ -1,9 +1,7 @@
 """The ``Strategy`` base class: the tf.distribute surface, written once.
 
-A replica is a process (as in torch DDP): ``run`` calls ``fn`` once, for this
-process's replica, and cross-replica work goes through ``_all_reduce``.
-Subclasses implement only the underscore hooks; they never override the
-public methods.
+A replica is a process (as in torch DDP): ``run`` calls ``fn`` once, for this process's replica, and cross-replica
+work goes through ``_all_reduce``. Subclasses implement only the underscore hooks, never the public methods.
 """
 
 from __future__ import annotations
@@ -31,9 +29,7 @@ T = TypeVar("T")
 class Strategy(abc.ABC):
     """Decides where replicas run and how their state is kept in sync.
 
-    Use a concrete subclass (``OneDeviceStrategy``, ``MirroredStrategy``,
-    ``MultiWorkerMirroredStrategy``). Build and compile models inside
-    ``strategy.scope()``; ``Model.fit`` then trains on every replica.
+    Build and compile models inside a concrete strategy's ``scope()``; ``Model.fit`` then trains on every replica.
     """
 
     def __init__(self, *, cluster_resolver: ClusterResolver | None = None) -> None:
@@ -76,9 +72,9 @@ class Strategy(abc.ABC):
     def scope(self) -> Iterator[Strategy]:
         """Makes this the current strategy: models built inside use it.
 
-        Keras objects made in the scope of a strategy with several replicas behave as
-        TF's do (``stratagem.models.keras_internals``): trainable variables start from
-        the chief's values, and metrics read outside ``run`` give the value over every replica.
+        Keras objects made in the scope of several replicas behave as TF's do (``models.keras_internals``):
+        trainable variables start from the chief's values, and metrics read outside ``run`` give the value over
+        every replica.
         """
         if self._num_replicas > 1:
             from stratagem.models.keras_internals import install_replica_hooks
@@ -95,9 +91,9 @@ class Strategy(abc.ABC):
     def run(self, fn: Callable[..., T], args: tuple = (), kwargs: dict | None = None) -> T:
         """Calls ``fn(*args, **kwargs)`` once, for this process's replica.
 
-        ``PerReplica`` arguments are unwrapped to this replica's value. ``fn`` runs in
-        this strategy's replica context: ``get_strategy()`` returns it, and a Keras
-        optimizer's ``apply_gradients`` sums the gradients across replicas, as in TF.
+        ``PerReplica`` arguments are unwrapped to this replica's value. ``fn`` runs in this strategy's replica
+        context: ``get_strategy()`` returns it, and a Keras optimizer's ``apply_gradients`` sums gradients across
+        replicas, as in TF.
         """
         if isinstance(self, NeedsCoordinator):
             self.check_can_run()  # steps run where a coordinator schedules them (ParameterServer)
@@ -109,12 +105,10 @@ class Strategy(abc.ABC):
             return fn(*args, **kwargs)
 
     def reduce(self, reduce_op: ReduceOp | str, value: Any, axis: int | None = None) -> Any:
-        """Combines ``value`` across replicas, and along ``axis`` first if given.
+        """Combines ``value`` (a tensor, ``PerReplica``, number, or nested structure of them) across replicas.
 
-        ``value`` is a tensor, a ``PerReplica``, a number, or a nested structure
-        (dict, list, tuple) of them. ``MEAN`` with an ``axis`` averages over every element of that axis on
-        every replica (weighting each replica by its element count), as
-        ``tf.distribute.Strategy.reduce`` does.
+        With an ``axis``, along it first: ``MEAN`` then averages over every element of that axis on every replica
+        (weighting each replica by its element count), as ``tf.distribute.Strategy.reduce`` does.
 
         Example:
             >>> total = strategy.reduce("sum", per_replica_loss, axis=None)  # doctest: +SKIP
@@ -157,8 +151,7 @@ class Strategy(abc.ABC):
     def gather(self, value: torch.Tensor | PerReplica, axis: int = 0) -> torch.Tensor:
         """Concatenates every replica's ``value`` along ``axis``, in replica order.
 
-        Replicas may hold different lengths along ``axis`` (the last batch of
-        an epoch); the other dimensions must match.
+        Lengths along ``axis`` may differ (the last batch of an epoch); the other dimensions must match.
         """
         tensor = unwrap(value)
         if self._num_replicas == 1:
@@ -167,8 +160,8 @@ class Strategy(abc.ABC):
         sizes = torch.zeros(self._num_replicas, dtype=torch.float64, device=tensor.device)
         sizes[self._replica_id] = moved.shape[0]
         counts: list[int] = self._all_reduce(sizes, ReduceOp.SUM).long().tolist()
-        # All-reduce of zero-padded slots: each replica writes only its own rows,
-        # so the sum is the concatenation. Uses the one collective every strategy has.
+        # All-reduce of zero-padded slots: each replica writes only its own rows, so the sum is the concatenation.
+        # Uses the one collective every strategy has.
         offset = sum(counts[: self._replica_id])
         buffer = torch.zeros((sum(counts), *moved.shape[1:]), dtype=moved.dtype, device=moved.device)
         buffer[offset : offset + moved.shape[0]] = moved
@@ -177,24 +170,20 @@ class Strategy(abc.ABC):
     def metric_result(self, metric: Any) -> torch.Tensor:
         """``metric.result()`` over every replica's updates, as TF reads a metric made in ``scope()``.
 
-        A custom loop updates its metrics inside ``run``, so each replica's metric
-        holds that replica's sums (``metric.variables``). This sums them across
-        replicas in one all-reduce, reads ``result()`` from the sums and leaves the
-        metric's own state as it was. Call it on every replica at the same point.
+        A custom loop updates its metrics inside ``run``, so each replica holds its own sums (``metric.variables``);
+        this sums them in one all-reduce, reads ``result()`` and leaves the metric's state as it was. Call it on
+        every replica at the same point.
 
         Example:
-            >>> strategy.run(train_step, args=(batch,))  # updates train_accuracy  # doctest: +SKIP
             >>> print(float(strategy.metric_result(train_accuracy)))  # doctest: +SKIP
         """
         return read_summed(self, list(metric.variables), metric.result)
 
     def any_replica(self, flags: Sequence[bool]) -> list[bool]:
-        """For each flag, whether some replica holds it: the same answer on every replica.
+        """For each flag, whether some replica holds it: the same answer on every replica (a collective).
 
-        Every replica must call it at the same point of its program, as with
-        any collective. ``Model.fit`` calls it once at its start, so replicas
-        whose callbacks differ (a progress bar or checkpoints on the chief only)
-        still make the same collectives at every step.
+        ``Model.fit`` calls it once at its start, so replicas whose callbacks differ (a progress bar or checkpoints
+        on the chief only) still make the same collectives at every step.
         """
         if self._num_replicas == 1:
             return list(flags)
@@ -209,9 +198,8 @@ class Strategy(abc.ABC):
                                         options: InputOptions | None = None) -> DistributedDataset:
         """Splits each global batch of ``dataset`` into this replica's share.
 
-        Every process iterates the same global batches (the ``DATA`` auto-shard
-        policy) and keeps its contiguous rows, so each example of a batch goes
-        to exactly one replica.
+        Every process iterates the same global batches (the ``DATA`` policy) and keeps its contiguous rows, so each
+        example of a batch goes to exactly one replica.
         """
         return DistributedDataset(dataset, input_context=self._input_context(), split_batches=True, strategy=self,
                                   options=check_input_options(options))
@@ -220,8 +208,7 @@ class Strategy(abc.ABC):
                                           options: InputOptions | None = None) -> DistributedDataset:
         """Calls ``dataset_fn(input_context)`` to build this replica's own pipeline.
 
-        The function's dataset must already yield per-replica batches; use
-        ``input_context.get_per_replica_batch_size(global_batch_size)`` and
+        Its dataset must already yield per-replica batches: use ``input_context.get_per_replica_batch_size`` and
         shard by ``input_context.input_pipeline_id``.
         """
         ctx = self._input_context()
@@ -229,21 +216,18 @@ class Strategy(abc.ABC):
                                   options=check_input_options(options))
 
     def distribute_module(self, module: nn.Module) -> nn.Module:
-        """Returns ``module`` placed on this replica's device with gradients kept in sync.
+        """Returns ``module`` placed on this replica's device with gradients kept in sync (for custom training loops).
 
-        For custom training loops; ``Model.fit`` does this itself. Backward
-        through the returned module SUMS gradients across replicas, so scale
-        each replica's loss with ``stratagem.nn.compute_average_loss``.
+        Backward through it SUMS gradients across replicas, so scale each replica's loss with
+        ``stratagem.nn.compute_average_loss``.
         """
         return self._wrap_module(module)
 
     def distribute_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer | StrategyOptimizer:
         """Returns ``optimizer`` as this strategy steps it, for custom training loops.
 
-        Under the all-reduce strategies gradients are already summed in backward,
-        so the optimizer comes back unchanged. Strategies that apply updates
-        themselves (``CentralStorageStrategy``, ``ParameterServerStrategy``) return
-        a wrapper whose ``step()`` does their update; ``Model.compile`` uses it too.
+        Unchanged under the all-reduce strategies, which sum gradients in backward; strategies that apply updates
+        themselves (``AppliesUpdates``) return a wrapper whose ``step()`` does their update.
 
         Example:
             >>> optimizer = strategy.distribute_optimizer(torch.optim.SGD(net.parameters(), lr=0.1))  # doctest: +SKIP
@@ -282,8 +266,8 @@ class Strategy(abc.ABC):
 def read_summed(strategy: Strategy | None, states: list[torch.Tensor], read: Callable[[], T]) -> T:
     """``read()`` while ``states`` hold their sums over every replica (one all-reduce); the states are put back after.
 
-    How metrics, whose states are sums, give the result of every replica's updates. A collective
-    with several replicas: every replica calls it at the same point. ``strategy=None``: this replica's.
+    How metrics, whose states are sums, give the result of every replica's updates: a collective, so every replica
+    calls it at the same point. ``strategy=None``: this replica's.
     """
     if strategy is None or strategy.num_replicas_in_sync == 1 or not states:
         return read()
@@ -310,8 +294,8 @@ def _guard_keras_loops() -> None:
 
 
 def _keras_device(device: torch.device) -> contextlib.AbstractContextManager[Any]:
-    # NOTE: Keras's torch backend makes its variables and tensors on the GPU whenever there is one; Keras
-    # objects built in this scope are made on this strategy's device instead (a CPU strategy on a GPU machine).
+    # NOTE: Keras's torch backend makes its variables and tensors on the GPU whenever there is one; Keras objects
+    # built in this scope are made on this strategy's device instead (a CPU strategy on a GPU machine).
     if "keras" not in sys.modules:
         return contextlib.nullcontext()
     from stratagem.models.keras_internals import keras_device

@@ -1,8 +1,7 @@
 """Value types of the strategy API: ``ReduceOp``, ``PerReplica`` and ``ValueContext``.
 
-A replica is a process, so a "per-replica value" is simply this process's
-tensor; ``PerReplica`` exists so code written for tf.distribute, which wraps
-such values, reads the same. Reduction itself lives on the strategy.
+A replica is a process, so a per-replica value is this process's tensor; ``PerReplica`` lets tf.distribute code that
+wraps such values read the same.
 """
 
 from __future__ import annotations
@@ -93,9 +92,8 @@ def unwrap(value: torch.Tensor | PerReplica | float | int) -> torch.Tensor:
 class ReplicaContext:
     """What code inside ``strategy.run`` knows about its replica (``tf.distribute.ReplicaContext``).
 
-    ``all_reduce`` is a collective: every replica calls it at the same point.
-    There is no ``merge_call``: a replica is a process, so there is no cross-replica
-    code to merge into.
+    ``all_reduce`` is a collective: every replica calls it at the same point. There is no ``merge_call``: a replica
+    is a process, so there is no cross-replica code to merge into.
 
     Args:
         strategy: The strategy whose ``run`` is calling.

@@ -1,8 +1,4 @@
-"""``stratagem.estimator``: TF's Estimator API (train in steps from checkpoints, evaluate, predict, export).
-
-Built on ``Model`` and ``fit``: see ``estimator.py`` for the semantics and
-``specs.py`` for what a ``model_fn`` returns in torch terms.
-"""
+"""``stratagem.estimator``: TF's Estimator API, on ``Model`` and ``fit``."""
 
 from stratagem.estimator.estimator import Estimator
 from stratagem.estimator.keras import model_to_estimator

@@ -1,10 +1,7 @@
 """The Estimator's checkpoint files: ``model_dir/model.ckpt-<global step>.pt``.
 
-Each file is a training state (``stratagem.checkpoint.state``: the module's and the
-optimizer's state) with the global step as its counter, written atomically by the
-one writer (a reader never sees half a file) and read by the one reader, which runs
-no code from it and also reads the files of earlier versions. Only the chief calls
-``save``; every process may read.
+Each is a ``checkpoint.state`` training state with the global step as its counter (atomic, safe to read, earlier
+versions upgraded). Only the chief calls ``save``; every process may read.
 """
 
 from __future__ import annotations

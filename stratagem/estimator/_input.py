@@ -1,11 +1,8 @@
 """Calling an Estimator ``input_fn`` on each replica, as TF's Estimator does under a strategy.
 
-An ``input_fn`` returns a dataset of per-replica batches (the seed scripts
-pass ``BATCH_SIZE // NUM_GPUS``). One that takes ``input_context`` shards
-its data itself; for one that does not, replica ``r`` of ``N`` takes batches
-``r, r + N, ...`` of the pipeline: the batches TF's in-process
-``MirroredStrategy`` hands replica ``r`` of one shared pipeline, so N
-replicas see what one would see on N consecutive batches.
+An ``input_fn`` returns per-replica batches. One that takes ``input_context`` shards itself; otherwise replica ``r``
+of ``N`` takes batches ``r, r + N, ...``: what TF's in-process ``MirroredStrategy`` hands replica ``r`` of one shared
+pipeline, so N replicas see what one would on N consecutive batches.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """``ModelFnModel``: a ``Model`` whose steps call an Estimator ``model_fn``, so ``fit``/``evaluate`` drive it.
 
-In TRAIN mode ``model_fn`` runs inside the forward of the module the strategy
-wrapped (DDP), so its gradients are synced as ``fit``'s are, with fit's rule:
-each replica's loss weighs its rows over the step's global batch, and the
+In TRAIN mode ``model_fn`` runs inside the forward of the module the strategy wrapped (DDP), so its gradients are
+synced as ``fit``'s are, with fit's rule: each replica's loss weighs its rows over the step's global batch, and the
 gradients are summed.
 """
 
@@ -66,10 +65,10 @@ class ModelFnModel(Model):
     def train_step(self, data: Any, *, global_batch_size: int | None = None) -> None:
         """One step of ``model_fn`` in TRAIN mode, with fit's gradient rule.
 
-        Each replica's loss (``model_fn``'s batch mean) is weighted by its rows over the step's
-        global batch, and the strategy sums the gradients in backward (DDP, through the module
-        ``compile`` wrapped: ``model_fn`` runs inside its forward), so N replicas update as one
-        does on their rows together, also when the last batches differ in size.
+        Each replica's loss (``model_fn``'s batch mean) is weighted by its rows over the step's global batch and the
+        strategy sums the gradients in backward (``model_fn`` runs inside the forward of the module ``compile``
+        wrapped), so N replicas update as one does on their rows together, also when the last batches differ in
+        size.
         """
         step = self._gradient_step
         assert step is not None and self._train_module is not None
@@ -93,8 +92,8 @@ class ModelFnModel(Model):
         strategy = self.distribute_strategy
         if strategy.num_replicas_in_sync == 1:
             return rows
-        # NOTE: one small all-reduce per step. Per-replica batches do not say the global batch (the last
-        # ones of a pipeline can be short on one replica only), and fit's rule needs it exactly.
+        # NOTE: one small all-reduce per step. Per-replica batches do not say the global batch (the last ones of a
+        # pipeline can be short on one replica only), and fit's rule needs it exactly.
         count = torch.tensor(float(rows), dtype=torch.float64, device=strategy.device)
         return int(strategy.reduce("sum", count, axis=None).item())
 

@@ -1,12 +1,9 @@
 """``Estimator``: TF's train/evaluate/predict/export API over ``Model`` and its ``fit``.
 
-Every call starts from the newest checkpoint in ``model_dir`` (weights,
-optimizer state and the global step), as TF's Estimator does, and
-``train`` ends with a checkpoint. Training runs through ``Model.fit`` (one
-epoch of the requested number of steps) under ``RunConfig.train_distribute``;
-evaluation and prediction through ``Model.evaluate``/``predict_step``.
-The model comes from a ``model_fn`` (``ModelFnModel``) or, for
-``model_to_estimator``, from a compiled ``Model`` (``keras.py``).
+Every call starts from the newest checkpoint in ``model_dir`` (weights, optimizer state, global step), as TF's does,
+and ``train`` ends with one. Training is one ``Model.fit`` epoch of the requested steps under
+``RunConfig.train_distribute``; the model comes from a ``model_fn`` (``ModelFnModel``) or a compiled ``Model``
+(``keras.py``).
 """
 
 from __future__ import annotations
@@ -46,11 +43,10 @@ class Estimator:
     """``tf.estimator.Estimator`` on torch: checkpointed training in steps, under a strategy.
 
     Args:
-        model_fn: ``model_fn(features, labels, mode, params, config) -> EstimatorSpec``,
-            called once per batch (see ``EstimatorSpec`` for what ``train_op``
-            and ``scaffold`` are in torch terms).
-        model_dir: Checkpoint folder; default ``config.model_dir``, else a new
-            temporary folder (as TF). Every process must see the same folder.
+        model_fn: ``model_fn(features, labels, mode, params, config) -> EstimatorSpec``, called once per batch (see
+            ``EstimatorSpec`` for what ``train_op`` and ``scaffold`` are in torch terms).
+        model_dir: Checkpoint folder; default ``config.model_dir``, else a new temporary folder (as TF). Every
+            process must see the same folder.
         config: A ``RunConfig``.
         params: Passed to ``model_fn`` and to input functions that take ``params``.
 
@@ -116,15 +112,14 @@ class Estimator:
         """Trains ``steps`` more steps (or up to global step ``max_steps``) from the newest checkpoint.
 
         Args:
-            input_fn: Returns a ``Dataset`` of per-replica ``(features, labels)`` batches;
-                it may take ``mode``, ``params``, ``config`` and ``input_context``.
+            input_fn: Returns a ``Dataset`` of per-replica ``(features, labels)`` batches; it may take ``mode``,
+                ``params``, ``config`` and ``input_context``.
             hooks: ``stratagem.callbacks.Callback`` objects, run as in ``fit``.
             steps: Steps to add to the restored global step; None: until the input ends.
             max_steps: Global step to stop at; training is skipped if already there.
 
         Raises:
-            ValueError: For both ``steps`` and ``max_steps``, a non-positive one,
-                or an endless input with neither.
+            ValueError: For both ``steps`` and ``max_steps``, a non-positive one, or an endless input with neither.
         """
         _check_steps(steps, max_steps)
         if saving_listeners:
@@ -158,9 +153,8 @@ class Estimator:
                  name: str | None = None) -> dict[str, Any]:
         """Evaluates the newest (or the given) checkpoint: ``{"loss": ..., <metrics>, "global_step": N}``.
 
-        Runs under ``RunConfig.eval_distribute``; without one, this process
-        evaluates all of the input alone. The results are also written, by the
-        chief or the evaluator, to ``model_dir/eval[_name]/metrics-<step>.json``.
+        Runs under ``RunConfig.eval_distribute``, else this process evaluates all the input alone. The chief (or the
+        evaluator) also writes the results to ``model_dir/eval[_name]/metrics-<step>.json``.
 
         Raises:
             ValueError: If ``model_dir`` holds no checkpoint (train first), as in TF.
@@ -211,11 +205,10 @@ class Estimator:
     def export_saved_model(self, export_dir_base: str | os.PathLike[str],
                            serving_input_receiver_fn: Callable[[], Any], assets_extra: Any = None,
                            as_text: bool = False, checkpoint_path: str | None = None) -> bytes:
-        """Exports the newest checkpoint to ``export_dir_base/<timestamp>`` with ``Model.save``; returns that path as bytes (TF).
+        """Exports the newest checkpoint (``Model.save``) to ``export_dir_base/<timestamp>``; returns it as bytes.
 
-        In torch terms ``serving_input_receiver_fn()`` returns an example batch
-        of features (a tensor or a dict): ``torch.export`` traces the module on
-        it. Only the chief writes.
+        ``serving_input_receiver_fn()`` returns an example batch of features, on which ``torch.export`` traces the
+        module. Only the chief writes.
         """
         if assets_extra is not None or as_text:
             raise ValueError("assets_extra and as_text belong to TF's SavedModel protobufs; stratagem exports with "
@@ -241,11 +234,7 @@ class Estimator:
             lambda context: call_input_fn(input_fn, context, mode=mode, params=self._params, config=self._config))
 
     def _model(self, strategy: Strategy, mode: ModeKeys, first_batch: Callable[[], Any]) -> Model:
-        """The model bound to ``strategy`` for ``mode`` (made once per strategy and mode).
-
-        Per mode: an EVAL or PREDICT model has no optimizer that steps, so a TRAIN call after
-        an ``evaluate`` on the same strategy must not reuse it.
-        """
+        """The model for ``strategy`` and ``mode``, one per pair (an EVAL model's optimizer never steps)."""
         key = (id(strategy), mode)
         entry = self._models.get(key)
         if entry is None or entry[0] is not strategy:
@@ -259,8 +248,8 @@ class Estimator:
         assert self._model_fn is not None
         batch = first_batch()
         features, labels = (batch[0], batch[1] if len(batch) > 1 else None) if isinstance(batch, tuple) else (batch, None)
-        # NOTE: torch has no graph to build first: one call on a real batch names the module
-        # (spec.scaffold) and the optimizer (spec.train_op) the Estimator manages.
+        # NOTE: torch has no graph to build first: one call on a real batch names the module (spec.scaffold) and the
+        # optimizer (spec.train_op) the Estimator manages.
         with torch.no_grad():
             spec = call_model_fn(self._model_fn, features, labels if mode != ModeKeys.PREDICT else None, mode,
                                  self._params, self._config)
@@ -306,8 +295,8 @@ class _CheckpointSaver(Callback):
         if self._saved_step != self.global_step:
             self._save()
         strategy = self.model.distribute_strategy
-        # NOTE: a barrier: no replica starts its next train/evaluate (which reads the
-        # newest checkpoint) before the chief has written this one.
+        # NOTE: a barrier: no replica starts its next train/evaluate (which reads the newest checkpoint) before the
+        # chief has written this one.
         strategy.reduce("sum", torch.zeros(1, device=strategy.device), axis=None)
 
     def _save(self) -> None:
@@ -361,10 +350,9 @@ def _write_results(folder: str, global_step: int, results: dict[str, Any]) -> No
 def _temporary_model_dir() -> str:
     """A fresh folder for ``model_dir``, the same for every process of one launched job on this host.
 
-    TF makes one temporary folder per process; here the replicas are processes, and the chief writes the checkpoints
-    the others read (evaluate, the next train), so they must agree on it. The name hashes what only this job's
-    processes share: the job secret the launcher gives them and the launcher's pid (their parent), so a later job,
-    even one reusing a secret, gets a new folder. A process outside a launched job gets a new folder, as in TF.
+    TF makes one per process, but here the replicas are processes and read the chief's checkpoints, so they must
+    agree: the name hashes what only this job's processes share (the job secret and the launcher's pid), so a later
+    job gets a new folder. A process outside a launched job gets a new folder, as in TF.
     """
     secret = os.environ.get("STRATAGEM_JOB_SECRET")
     if not secret:

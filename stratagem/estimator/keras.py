@@ -1,12 +1,8 @@
 """``model_to_estimator``: an Estimator around a compiled ``stratagem.Model`` (or a Keras 3 model it wraps).
 
-As TF's version clones the Keras model into the Estimator's graph, the
-Estimator here makes a new ``Model`` over the same module for each strategy
-it runs under, compiled with copies of the given model's loss and metrics,
-so training goes through ``Model.train_step`` and the strategy's module wrap.
-The given model keeps its weights in step (the module is shared).
-A features dict reaches a Keras model's inputs by their names, as TF's
-``model_to_estimator`` fed them (``_input_order`` below).
+As TF's clones the Keras model, the Estimator makes a new ``Model`` over the same module (so the given model's
+weights stay in step) for each strategy, compiled with copies of its loss and metrics, and trains through
+``Model.train_step``. A features dict reaches a Keras model's inputs by name, as TF fed them (``_input_order``).
 """
 
 from __future__ import annotations
@@ -44,8 +40,9 @@ class _ModelEstimator(Estimator):
         model = Model(source.module, name=source.name)  # bound to the strategy in scope (Estimator._model)
         compiled = source.compiled_metrics
         loss = source.compiled_loss.loss if source.compiled_loss is not None else None
-        # A shallow copy: compile rebuilds its torch optimizer over the module. It steps only in TRAIN; other modes compile with the default (never stepped), so
-        # the training model's optimizer (and its checkpointed state) is never rebuilt under it.
+        # A shallow copy: compile rebuilds its torch optimizer over the module. It steps only in TRAIN; other modes
+        # compile with the default (never stepped), so the training model's optimizer (and its checkpointed state) is
+        # never rebuilt under it.
         optimizer = copy.copy(source.optimizer) if mode == ModeKeys.TRAIN else "rmsprop"
         model.compile(optimizer=optimizer, loss=loss, metrics=copy.deepcopy(compiled.unweighted),
                       weighted_metrics=copy.deepcopy(compiled.weighted))
@@ -70,13 +67,10 @@ class _ModelEstimator(Estimator):
 def _input_order(module: Any) -> list[tuple[str, ...]] | None:
     """Each input's accepted feature keys, in the model's input order; None where a dict goes in unchanged.
 
-    A functional Keras model built on a list of inputs (or one) takes its
-    features dict by input layer name, TF's ``input_names`` rule. Keras 3
-    itself cannot: an unnamed ``Input`` is a layer "input_layer" whose tensor
-    is "keras_tensor", and ``Functional.call`` matches dict keys against the
-    tensor's name while its input check wants the layer's, so no dict passes.
-    An unnamed input also answers to the name Keras 2 gave it ("input_1" for
-    Keras 3's "input_layer"), the key TF-era scripts use.
+    A functional model built on a list of inputs takes its features dict by input layer name, TF's ``input_names``
+    rule, which Keras 3 itself cannot (``Functional.call`` matches dict keys against the tensor's name,
+    "keras_tensor", while its input check wants the layer's). An unnamed input also answers to its Keras 2 name
+    ("input_1" for Keras 3's "input_layer"), the key TF-era scripts use.
     """
     keras_model = module.keras_model if isinstance(module, KerasModule) else None
     try:
@@ -116,14 +110,13 @@ def model_to_estimator(keras_model: Any = None, keras_model_path: str | None = N
     """``tf.keras.estimator.model_to_estimator``: an ``Estimator`` that trains a compiled model.
 
     Args:
-        keras_model: A compiled Keras 3 model (torch backend), or a compiled
-            ``stratagem.Model`` (wrapping a torch module or a Keras model).
+        keras_model: A compiled Keras 3 model (torch backend), or a compiled ``stratagem.Model`` (wrapping a torch
+            module or a Keras model).
         model_dir: Checkpoint folder (or ``config.model_dir``).
         config: A ``RunConfig``; ``train_distribute`` is the strategy to train under.
 
     Raises:
-        ValueError: If the model is not compiled, or for ``keras_model_path``
-            (TF's HDF5 files do not exist here).
+        ValueError: If the model is not compiled, or for ``keras_model_path`` (TF's HDF5 files do not exist here).
         TypeError: If ``keras_model`` is not a ``stratagem.Model``.
 
     Example:

@@ -1,8 +1,7 @@
 """``RunConfig``: where an Estimator keeps its checkpoints, how often it writes them, and its strategies.
 
-The task (``task_type``, ``task_id``, ``is_chief``) is read from ``TF_CONFIG``
-as TF's ``RunConfig`` reads it, so a script can tell an ``evaluator`` task
-from the trainers before it builds a strategy.
+The task (``task_type``, ``task_id``, ``is_chief``) is read from ``TF_CONFIG`` as TF's ``RunConfig`` reads it, so a
+script can tell an ``evaluator`` task from the trainers before it builds a strategy.
 """
 
 from __future__ import annotations
@@ -28,8 +27,8 @@ class RunConfig:
         keep_checkpoint_max: Checkpoints kept; older ones are deleted (None or 0 keeps all).
         log_step_count_steps: Log loss and global_step/sec every N steps (chief only).
         train_distribute: The ``Strategy`` ``train`` runs under (None: this process alone).
-        eval_distribute: The ``Strategy`` ``evaluate`` runs under (None: each process evaluates
-            all of the input alone, as TF evaluates without a strategy).
+        eval_distribute: The ``Strategy`` ``evaluate`` runs under (None: each process evaluates all of the input
+            alone, as TF evaluates without a strategy).
 
     Raises:
         ValueError: If both checkpoint intervals are set, or a count is negative.

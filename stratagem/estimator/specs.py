@@ -1,8 +1,7 @@
-"""What a ``model_fn`` returns and what ``train_and_evaluate`` takes: ``ModeKeys``, ``EstimatorSpec``, ``TrainSpec``, ``EvalSpec``.
+"""What a ``model_fn`` returns and what ``train_and_evaluate`` takes, as frozen records with TF's field names.
 
-Plain frozen records with TF's field names; the torch meaning of each
-field is in ``EstimatorSpec``'s docstring. The loops that use them live in
-``estimator.py`` and ``training.py``.
+The torch meaning of each field is in ``EstimatorSpec``'s docstring; the loops are in ``estimator.py`` and
+``training.py``.
 """
 
 from __future__ import annotations
@@ -25,30 +24,22 @@ class ModeKeys(str, enum.Enum):
 class EstimatorSpec:
     """What ``model_fn(features, labels, mode, params, config)`` returns for one batch.
 
-    In torch terms ``model_fn`` runs eagerly, once per batch, so the modules,
-    optimizer and metrics it uses are made once, outside it (in ``params``
-    or a closure), and the spec names them:
+    ``model_fn`` runs eagerly once per batch, so its modules, optimizer and metrics are made once, outside it (in
+    ``params`` or a closure), and the spec names them.
 
     Args:
         mode: The ``ModeKeys`` the function was called with.
         predictions: The outputs: a tensor or a dict of tensors (PREDICT).
-        loss: This replica's loss on the batch: a scalar, the mean over the
-            batch (TRAIN, EVAL). Gradients are averaged over replicas, as TF's
-            optimizers scale a mean loss under a strategy.
-        train_op: The optimizer (a ``torch.optim.Optimizer`` or a
-            ``stratagem.optimizers`` one built over the module's parameters).
-            The Estimator zeroes gradients, back-propagates ``loss``, averages
-            the gradients across replicas and calls ``step()``; it also
-            counts the global step.
-        eval_metric_ops: ``{name: stratagem.metrics.Metric}`` updated by
-            ``model_fn`` on this batch (EVAL). The same object every call
-            accumulates; a new object every call is summed into the first.
+        loss: This replica's loss on the batch: a scalar, the mean over the batch (TRAIN, EVAL).
+        train_op: The optimizer over the module's parameters (torch or ``stratagem.optimizers``). The Estimator
+            zeroes gradients, back-propagates ``loss`` weighted by this replica's rows over the global batch (the
+            gradients are summed across replicas, ``fit``'s rule), calls ``step()`` and counts the global step.
+        eval_metric_ops: ``{name: stratagem.metrics.Metric}`` updated by ``model_fn`` on this batch (EVAL). The same
+            object every call accumulates; a new object every call is summed into the first.
         export_outputs: Unused; kept for TF code.
-        scaffold: The ``torch.nn.Module`` holding the model's state: what the
-            Estimator checkpoints, restores, exports and broadcasts from the
-            chief (TF's ``Scaffold`` says what its ``Saver`` saves). Required.
-        training_hooks: Extra callbacks for ``train`` (``stratagem.callbacks.Callback``),
-            read from the call that builds the model.
+        scaffold: The ``torch.nn.Module`` holding the model's state, which the Estimator checkpoints, restores,
+            exports and broadcasts from the chief (TF's ``Scaffold`` says what its ``Saver`` saves). Required.
+        training_hooks: Extra callbacks for ``train``, read from the call that builds the model.
         evaluation_hooks: Extra callbacks for ``evaluate``, read likewise.
     """
 
@@ -83,8 +74,8 @@ class EvalSpec:
         hooks: Callbacks for each evaluation.
         start_delay_secs: The evaluator's wait before its first look at ``model_dir``.
         throttle_secs: Least seconds between two evaluations.
-        wait_timeout_secs: (stratagem) How long the evaluator waits for a new
-            checkpoint before it raises ``TimeoutError``; TF waits forever.
+        wait_timeout_secs: (stratagem) How long the evaluator waits for a new checkpoint before it raises
+            ``TimeoutError``; TF waits forever.
     """
 
     input_fn: Callable[..., Any]

@@ -1,12 +1,9 @@
 """``train_and_evaluate``: TF's recipe of training with evaluations of each new checkpoint.
 
-Which part a process plays comes from ``TF_CONFIG``, as in TF: ``chief`` and
-``worker`` tasks train (under ``RunConfig.train_distribute``); the
-``evaluator`` task, outside the training group, watches ``model_dir`` and
-evaluates every new checkpoint it finds, side by side with the training,
-until one reaches ``TrainSpec.max_steps``. Without ``TF_CONFIG`` (local),
-the process trains in chunks of ``save_checkpoints_steps`` and evaluates
-after each.
+``TF_CONFIG`` assigns the part, as in TF: ``chief`` and ``worker`` tasks train (under ``train_distribute``); the
+``evaluator``, outside the training group, evaluates every new checkpoint in ``model_dir`` until one reaches
+``TrainSpec.max_steps``. Without ``TF_CONFIG`` the process trains in chunks of ``save_checkpoints_steps`` and
+evaluates after each.
 """
 
 from __future__ import annotations
@@ -28,13 +25,11 @@ _POLL_SECS = 0.2
 def train_and_evaluate(estimator: Estimator, train_spec: TrainSpec, eval_spec: EvalSpec) -> tuple[Any, list[Any]]:
     """Trains and evaluates as ``tf.estimator.train_and_evaluate``; returns ``(last eval results, [])``.
 
-    On a chief or worker of a ``TF_CONFIG`` cluster with an evaluator it only
-    trains and returns ``(None, [])``; on the evaluator it returns the last
-    evaluation's results.
+    On a chief or worker of a ``TF_CONFIG`` cluster with an evaluator it only trains and returns ``(None, [])``; on
+    the evaluator it returns the last evaluation's results.
 
     Raises:
-        TimeoutError: On the evaluator, if no new checkpoint appears within
-            ``eval_spec.wait_timeout_secs``.
+        TimeoutError: On the evaluator, if no new checkpoint appears within ``eval_spec.wait_timeout_secs``.
         ValueError: If the task is a ``ps`` task (no parameter servers here).
     """
     if not isinstance(train_spec, TrainSpec) or not isinstance(eval_spec, EvalSpec):

@@ -1,11 +1,4 @@
-"""Keras-named metrics over torch, and ``get`` to look one up by its Keras name.
-
-Every metric's state is a list of tensors that sum across replicas
-(``Metric.variables``): running sums and counts, or confusion counts per
-threshold. The model all-reduces them before it reads ``result()``
-(``stratagem.models.compile_utils``), so logged values are exact over every
-replica's examples. Metrics take no distribution arguments.
-"""
+"""Keras-named metrics over torch (states that sum across replicas: ``_base``), and ``get`` by Keras name."""
 
 from __future__ import annotations
 
@@ -47,8 +40,8 @@ _BY_NAME: dict[str, Callable[..., Metric]] = {
 def get(identifier: str | Metric | Callable[..., object]) -> Metric:
     """Returns a ``Metric`` for a Keras name, a ``Metric``, or ``fn(y_true, y_pred)`` (a mean of its values).
 
-    ``"accuracy"`` here is exact-match ``Accuracy``, as ``keras.metrics.get``;
-    ``compile`` picks binary, categorical or sparse accuracy from the shapes.
+    ``"accuracy"`` here is exact-match ``Accuracy``, as ``keras.metrics.get``; ``compile`` picks binary, categorical
+    or sparse accuracy from the shapes.
     """
     if isinstance(identifier, Metric):
         return identifier

@@ -1,8 +1,4 @@
-"""Accuracy metrics: exact, binary, categorical, sparse categorical and top-k (Keras' definitions).
-
-Each is a ``MeanMetricWrapper`` over a per-example 0/1 value, so its state is
-a sum and a count that add up across replicas.
-"""
+"""Accuracy metrics (Keras' definitions): means of a per-example 0/1 value, so sums that add across replicas."""
 
 from __future__ import annotations
 
@@ -69,12 +65,7 @@ class BinaryAccuracy(MeanMetricWrapper):
 
 
 class TopKCategoricalAccuracy(MeanMetricWrapper):
-    """How often the one-hot label's class is among the ``k`` highest predictions (``keras.metrics.TopKCategoricalAccuracy``).
-
-    Args:
-        k: How many of the highest predictions count.
-        name: The ``logs`` key.
-    """
+    """How often the one-hot label is among the ``k`` top predictions (Keras' ``TopKCategoricalAccuracy``)."""
 
     def __init__(self, k: int = 5, name: str = "top_k_categorical_accuracy") -> None:
         super().__init__(lambda t, p: _in_top_k(t.argmax(dim=-1), p, k), name)
@@ -82,12 +73,7 @@ class TopKCategoricalAccuracy(MeanMetricWrapper):
 
 
 class SparseTopKCategoricalAccuracy(MeanMetricWrapper):
-    """How often the integer label is among the ``k`` highest predictions (``keras.metrics.SparseTopKCategoricalAccuracy``).
-
-    Args:
-        k: How many of the highest predictions count.
-        name: The ``logs`` key.
-    """
+    """How often the integer label is among the ``k`` top predictions (``SparseTopKCategoricalAccuracy``)."""
 
     def __init__(self, k: int = 5, name: str = "sparse_top_k_categorical_accuracy") -> None:
         super().__init__(lambda t, p: _in_top_k(_sparse_labels(t, p), p, k), name)

@@ -1,9 +1,8 @@
 """The ``Metric`` base class and the running means built on it (``Mean``, ``MeanMetricWrapper``).
 
-A metric's state is a list of tensors (``Metric.variables``) that sum across
-replicas: the model all-reduces them before it reads ``result()``
-(``stratagem.models.compile_utils``), so logged values are exact over every
-replica's examples. Metrics take no distribution arguments.
+A metric's state is a list of tensors (``Metric.variables``) that sum across replicas: the model all-reduces them
+before it reads ``result()`` (``stratagem.models.compile_utils``), so logged values are exact over every replica's
+examples. Metrics take no distribution arguments.
 """
 
 from __future__ import annotations
@@ -16,8 +15,8 @@ import torch
 class Metric:
     """A running mean by default: ``update_state`` adds to ``total`` and ``count``; ``result`` divides.
 
-    Subclasses with other state override ``variables`` (every state tensor,
-    each a sum over examples) and ``result``.
+    Subclasses with other state override ``variables`` (every state tensor, each a sum over examples) and
+    ``result``.
 
     Args:
         name: Key of this metric in ``logs`` (``val_`` is prefixed for validation).

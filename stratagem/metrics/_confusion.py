@@ -1,9 +1,8 @@
 """Metrics over confusion counts at thresholds: ``Precision``, ``Recall`` and ``AUC`` (Keras' definitions).
 
-Their state is weighted counts of true/false positives/negatives per threshold,
-sums over examples that add up across replicas; ``result()`` is computed from
-the summed counts, so distributed values are exact. A prediction is positive at
-threshold ``t`` when ``y_pred > t``, in float32 as in Keras.
+Their state is weighted counts of true/false positives/negatives per threshold, sums over examples that add up
+across replicas; ``result()`` is computed from the summed counts, so distributed values are exact. A prediction is
+positive at threshold ``t`` when ``y_pred > t``, in float32 as in Keras.
 """
 
 from __future__ import annotations
@@ -147,8 +146,8 @@ class Precision(_ThresholdMetric):
     """``TP / (TP + FP)``: the share of predicted positives that are positive (``keras.metrics.Precision``).
 
     Args:
-        thresholds: A float or list of floats in ``[0, 1]`` (default 0.5, or
-            "in the top k" with ``top_k``); a list gives one value per threshold.
+        thresholds: A float or list of floats in ``[0, 1]`` (default 0.5, or "in the top k" with ``top_k``); a list
+            gives one value per threshold.
         top_k: Only the ``top_k`` highest predictions of each example count as positive.
         class_id: Only this class (last axis index) counts.
         name: The ``logs`` key.
@@ -181,9 +180,8 @@ class Recall(_ThresholdMetric):
 class AUC(_ConfusionCounts):
     """Area under the ROC or precision-recall curve, approximated at thresholds (``keras.metrics.AUC``).
 
-    As Keras: thresholds ``-1e-7, 1/(n-1), ..., (n-2)/(n-1), 1 + 1e-7`` for
-    ``num_thresholds=n``; ROC by the trapezoid rule over (FPR, TPR), PR by
-    Davis and Goadrich's interpolation; ``"minoring"``/``"majoring"`` take the
+    As Keras: thresholds ``-1e-7, 1/(n-1), ..., (n-2)/(n-1), 1 + 1e-7`` for ``num_thresholds=n``; ROC by the
+    trapezoid rule over (FPR, TPR), PR by Davis and Goadrich's interpolation; ``"minoring"``/``"majoring"`` take the
     lower/upper rectangle instead.
 
     Args:
@@ -192,16 +190,15 @@ class AUC(_ConfusionCounts):
         summation_method: ``"interpolation"``, ``"minoring"`` or ``"majoring"``.
         name: The ``logs`` key.
         thresholds: Thresholds in ``[0, 1]`` to use instead (the endpoints are added).
-        multi_label: True: one AUC per label (last axis), then their mean;
-            False: every label-prediction pair is one data point.
+        multi_label: True: one AUC per label (last axis), then their mean; False: every label-prediction pair is one
+            data point.
         num_labels: The number of labels; needed with ``multi_label=True``.
-        label_weights: With ``multi_label``, the weights of the labels' mean;
-            without, each label's weight in the flattened counts.
+        label_weights: With ``multi_label``, the weights of the labels' mean; without, each label's weight in the
+            flattened counts.
         from_logits: Apply a sigmoid to ``y_pred`` first.
 
     Raises:
-        ValueError: For an unknown ``curve``/``summation_method``, or
-            ``multi_label=True`` without ``num_labels``.
+        ValueError: For an unknown ``curve``/``summation_method``, or ``multi_label=True`` without ``num_labels``.
     """
 
     def __init__(self, num_thresholds: int = 200, curve: str = "ROC", summation_method: str = "interpolation",
@@ -213,8 +210,8 @@ class AUC(_ConfusionCounts):
             raise ValueError("AUC takes curve='ROC' or 'PR' and summation_method='interpolation', 'minoring' or "
                              f"'majoring'. Received: curve={curve!r}, summation_method={summation_method!r}")
         if multi_label != (num_labels is not None):
-            # NOTE: Keras may wait for the first batch to learn num_labels; here every replica (and a
-            # parameter-server chief that sees no batch) must hold the same state shape from the start.
+            # NOTE: Keras may wait for the first batch to learn num_labels; here every replica (and a parameter-server
+            # chief that sees no batch) must hold the same state shape from the start.
             raise ValueError("AUC takes num_labels exactly when multi_label=True (stratagem needs the number of "
                              "labels up front, so every replica holds the same state). Pass both or neither. "
                              f"Received: multi_label={multi_label}, num_labels={num_labels}")

@@ -1,22 +1,15 @@
 """The ``model.pt2`` check: ``check_archive`` refuses any archive ``torch.export.load`` could run code from.
 
-``load_model`` (``saving.py``) reads ``model.pt2`` with ``torch.export.load``, which is NOT
-safe on a crafted file: it unpickles ``data/sample_inputs/*`` (``weights_only=True``, then
-silently again with ``weights_only=False``), weights and constants marked ``use_pickle``
-(``weights_only=False``), torchbind and opaque constants (``pickle.loads``); it loads
-AOTInductor shared libraries from ``data/aotinductor/``; it passes shape expressions to
-``sympy.sympify`` (``eval``); it resolves node targets by attribute lookup from ``torch``,
-``operator`` and ``math`` and accepts any callable (``torch.os.system`` is one); it
-``exec``s ``guards_code``; it pastes names from the file into generated Python source
-(``getattr(self, "<name>")``); and its pytree specs may import any module by name. So
-``check_archive`` takes the archive's bytes, already read into memory, and accepts only:
-the entries ``save_model`` writes, an empty sample-inputs entry, no pickled payloads, node
-targets that are ATen operators (minus the file-I/O ones) or symbolic-int arithmetic, shape
-expressions of numbers, symbols and torch's sympy functions, no guards code, pytree specs of
-tuples, lists and dicts, and every other string a plain name (``[A-Za-z0-9_.]``). The check
-is about code execution: a crafted file can still ask for huge tensors, or aim at torch's
-C++ zip reader. Reading, writing and loading the folder live in ``saving.py``; the names of torch 2.13's
-archive layout (entries, operator targets, shape functions) in ``stratagem._torch_internals``.
+``torch.export.load`` is NOT safe on a crafted file: it unpickles sample inputs (again with ``weights_only=False``
+if that fails), ``use_pickle`` weights and constants, torchbind and opaque constants; it loads AOTInductor shared
+libraries; it ``sympify``s (``eval``) shape expressions; it resolves node targets by attribute lookup from
+``torch``, ``operator`` and ``math`` (``torch.os.system`` is one); it ``exec``s ``guards_code``; it pastes names
+from the file into generated source; its pytree specs may import any module. So ``check_archive`` takes the bytes,
+already in memory, and accepts only: the entries ``save_model`` writes, an empty sample-inputs entry, no pickled
+payloads, ATen operator targets (minus file I/O) or symbolic-int arithmetic, shape expressions of numbers, symbols
+and torch's sympy functions, no guards code, pytree specs of tuples, lists and dicts, and every other string a plain
+name (``[A-Za-z0-9_.]``). It is about code execution: a crafted file can still ask for huge tensors, or aim at
+torch's C++ zip reader. The folder's I/O lives in ``saving.py``; torch 2.13's layout names in ``_torch_internals``.
 """
 
 from __future__ import annotations
@@ -32,11 +25,7 @@ from typing import Any
 import torch
 
 from stratagem._torch_internals import (
-    PT2_ENTRY,
-    PT2_REQUIRED,
-    PT2_SHAPE_FUNCTIONS,
-    PT2_SYMBOLIC_TARGETS,
-    is_aten_overload,
+    PT2_ENTRY, PT2_REQUIRED, PT2_SHAPE_FUNCTIONS, PT2_SYMBOLIC_TARGETS, is_aten_overload,
 )
 from stratagem.errors import CheckpointError
 

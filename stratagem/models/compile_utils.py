@@ -1,8 +1,7 @@
 """What ``compile`` holds: the loss, its global-batch scaling, and the metrics.
 
-The rule that keeps N replicas equal to one lives here: every replica divides
-the sum of its per-example losses by the GLOBAL batch size, and the strategy
-sums gradients, so the update is the one the whole batch would give on one
+The rule that keeps N replicas equal to one lives here: every replica divides the sum of its per-example losses by
+the GLOBAL batch size, and the strategy sums gradients, so the update is the one the whole batch would give on one
 device. Metric states are sums (and counts), all-reduced before they are read.
 """
 
@@ -49,13 +48,13 @@ class CompiledLoss:
 class _LossTracker(metrics_lib.Mean):
     """Keras 3's logged loss: each step's loss weighted by the step's batch size.
 
-    With sample weights that is ``sum(w * loss) / N`` over the epoch's N
-    examples, the value training minimises (not ``/ sum(w)``).
+    With sample weights that is ``sum(w * loss) / N`` over the epoch's N examples, the value training minimises (not
+    ``/ sum(w)``).
     """
 
     def update_step(self, loss: torch.Tensor, global_batch_size: int, rows: int) -> None:
-        # NOTE: each replica adds its share of the step's loss times the global batch, and
-        # its own rows: summed over replicas that is exactly (step loss x batch, batch).
+        # NOTE: each replica adds its share of the step's loss times the global batch, and its own rows: summed over
+        # replicas that is exactly (step loss x batch, batch).
         value = loss.detach().to(torch.float64) * global_batch_size
         if self.total.device != value.device:
             self.total, self.count = self.total.to(value.device), self.count.to(value.device)
@@ -75,8 +74,8 @@ def _accuracy_for_shapes(y_true: torch.Tensor, y_pred: torch.Tensor, name: str) 
 class _AccuracyByShape(metrics_lib.MeanMetricWrapper):
     """``"accuracy"`` in compile: which accuracy is decided by the first batch's shapes.
 
-    Its state is a sum and a count whichever it becomes, so every replica (and a
-    parameter-server chief that never sees a batch) holds the same layout.
+    Its state is a sum and a count whichever it becomes, so every replica (and a parameter-server chief that never
+    sees a batch) holds the same layout.
     """
 
     def __init__(self, name: str) -> None:
@@ -149,10 +148,9 @@ class CompiledMetrics:
     def results(self, strategy: Strategy | None = None) -> dict[str, Any]:
         """Each metric's ``result()``: over every replica with ``strategy`` (a collective), else this replica's.
 
-        All states of all metrics travel in one all-reduce (they are sums); each
-        metric then computes its own ``result()`` from the summed states, so a
-        metric that overrides ``result`` or keeps other states logs what it defines.
-        Every replica must call this at the same point when it is a collective.
+        All states of all metrics travel in one all-reduce (they are sums); each metric then computes its own
+        ``result()`` from the summed states, so a metric that overrides ``result`` or keeps other states logs what
+        it defines. Every replica must call this at the same point when it is a collective.
         """
         return read_summed(strategy, [v for metric in self.all for v in metric.variables], self._read)
 

@@ -1,10 +1,9 @@
 """Turns what ``fit``/``evaluate``/``predict`` receive into this replica's batches.
 
-Each adapter yields ``(local_batch, global_batch_size, positions)``:
-``positions`` are the global indices of the local rows (``predict`` uses them
-to put gathered outputs back in order). Every process walks the same global
-batches in the same order, so the replicas always run the same number of
-steps and each example of a batch goes to exactly one replica.
+Each adapter yields ``(local_batch, global_batch_size, positions)``: ``positions`` are the global indices of the
+local rows (``predict`` uses them to put gathered outputs back in order). Every process walks the same global
+batches in the same order, so the replicas always run the same number of steps and each example of a batch goes to
+exactly one replica.
 """
 
 from __future__ import annotations
@@ -33,9 +32,7 @@ Batch = tuple[Any, int, Sequence[int]]  # (local batch, global batch size, globa
 def array_dataset(data: Any, *, batch_size: int, shuffle: bool) -> Dataset:
     """In-memory arrays or tensors as the pipeline Keras builds for them: slices, shuffle, batch.
 
-    Through the one input engine: a random-access pipeline ending in ``batch``, so
-    each replica gathers only its rows of each global batch (one fancy index),
-    with the engine's seeds (the fit's agreed seed and the epoch) and state.
+    A random-access pipeline ending in ``batch``, so each replica gathers only its rows of each global batch.
     """
     tensors = map_structure(_as_tensor, data)
     _check_same_length(tensors, batch_size_of(tensors))
@@ -49,8 +46,8 @@ class DataAdapter:
     """This replica's batches of a ``fit``/``evaluate``/``predict`` input, through ``DistributedDataset``.
 
     Args:
-        data: A ``Dataset`` of global batches (arrays become one through
-            ``array_dataset``), any iterable of batches, or a ``DistributedDataset``.
+        data: A ``Dataset`` of global batches (arrays become one through ``array_dataset``), any iterable of
+            batches, or a ``DistributedDataset``.
         seed: Seed of the pipeline's unseeded random ops; the same on every replica.
         strategy: Splits each global batch among replicas; None: this process reads all.
         num_samples: Examples per pass, when known (the progress bar shows samples/s).
@@ -64,8 +61,8 @@ class DataAdapter:
             self.source = strategy.experimental_distribute_dataset(data)
         else:  # this process alone, over all the data
             self.source = DistributedDataset(data, input_context=InputContext(), split_batches=True, seed=seed)
-        # The dataset's own seed, else the one the caller agreed: passed to each epoch's iterator, so iterating
-        # needs no collective.
+        # The dataset's own seed, else the one the caller agreed: passed to each epoch's iterator, so iterating needs
+        # no collective.
         self.seed = self.source.seed if self.source.seed is not None else seed
         self.num_samples, self.batch_size = num_samples, batch_size
         self._state: dict[str, Any] | None = None
@@ -90,11 +87,9 @@ class DataAdapter:
             iterator.set_state(resume["iterator"])
         self._state = _state_of(iterator)
         steps: DatasetIterator = _Steps(iterator)
-        # NOTE: fit's one look-ahead stage. A collective every step (uneven FILE shards) must
-        # stay on the training thread; so do pipelines that did not ask for look-ahead
-        # (in-memory arrays: measured 290 us/step inline vs 720 with the thread, tiny model).
-        # Everything else is prefetched LOOKAHEAD steps ahead by a thread, so the training
-        # thread only takes ready batches (fit's input wait stays small).
+        # NOTE: fit's one look-ahead stage. A collective every step (uneven FILE shards) must stay on the training
+        # thread, and so do pipelines that did not ask for look-ahead (in-memory arrays, where the hand-off costs more
+        # than it saves); anything else is prefetched LOOKAHEAD steps ahead by a thread.
         if not iterator.needs_main_thread and self.source.wants_lookahead():
             steps = PrefetchIterator(steps, LOOKAHEAD, ram_budget=0)
         try:
@@ -111,13 +106,10 @@ LOOKAHEAD = 3
 class EpochFeeder:
     """Yields each epoch's batches; with ``steps_per_epoch``, one stream across epochs (Keras).
 
-    With ``steps_per_epoch``, a pass that runs out mid-epoch ends that epoch
-    early with Keras 3's warning, and the next epoch starts a new pass (Keras 3's
-    EpochIterator; tf.keras 2 stopped training instead). As in Keras 3 (3.15, torch
-    and TF backends) running out never stops ``fit``: input that cannot start a new
-    pass (a spent generator) gives each later epoch no step, and that warning again.
-    Raises ``ValueError`` when the input yields no batch at all ("Expected input
-    data to be non-empty."): training would silently do nothing.
+    As Keras 3's EpochIterator (tf.keras 2 stopped training instead): a pass that runs out mid-epoch ends that epoch
+    early with Keras 3's warning and the next epoch starts a new pass; input that cannot start one (a spent generator)
+    gives each later epoch no step and the warning again. Input that yields no batch at all raises ``ValueError``
+    ("Expected input data to be non-empty."): training would silently do nothing.
     """
 
     def __init__(self, adapter: DataAdapter, steps_per_epoch: int | None, *, epochs: int) -> None:
@@ -197,11 +189,7 @@ def _state_of(iterator: Any) -> dict[str, Any] | None:
 
 
 class _Steps(DatasetIterator):
-    """A distributed iterator's steps, each with the position after it: ``(batch, global size, positions), state``.
-
-    The position travels with each step, so a ``PrefetchIterator`` ahead of
-    the training thread hands it over with its step; this iterator's own state is empty.
-    """
+    """A distributed iterator's steps, each with the position after it, for a ``PrefetchIterator`` to hand over."""
 
     def __init__(self, iterator: Any) -> None:
         self._iterator = iterator
@@ -224,8 +212,8 @@ def make_adapter(x: Any, y: Any, sample_weight: Any, *, batch_size: int | None, 
                  strategy: Strategy, local: bool = False) -> DataAdapter:
     """Picks the adapter for ``x`` (arrays/tensors, or an iterable of batches).
 
-    ``seed`` must be the same on every replica. ``local``: this process alone
-    reads all the data (evaluate/predict where steps are scheduled elsewhere).
+    ``seed`` must be the same on every replica. ``local``: this process alone reads all the data (evaluate/predict
+    where steps are scheduled elsewhere).
     """
     if _holds_arrays(x):
         data = tuple(d for d in (x, y, sample_weight) if d is not None)
@@ -271,8 +259,7 @@ def check_batches_alone(x: Any, y: Any, sample_weight: Any) -> None:
 
 
 def check_bounded(data: Any, *, steps: Any, steps_name: str) -> int | None:
-    """Returns ``steps`` as Keras 3 reads it (0 is None: one whole pass); raises at once, as TF does, if
-    ``data`` repeats forever and no ``steps`` ends its epoch.
+    """``steps`` as Keras 3 reads it (0 is None: one whole pass); raises at once for endless ``data`` and no ``steps``.
 
     Raises:
         TypeError: If ``steps`` is not an int.
@@ -300,12 +287,9 @@ def unpack(data: Any) -> tuple[Any, Any, Any]:
 
 
 def cast_inputs(x: Any, module: torch.nn.Module) -> Any:
-    """Integer and bool inputs as the module's float dtype, as tf.keras casts inputs to its ``Input`` dtype.
+    """Integer and bool inputs as the module's float dtype, as tf.keras casts inputs to its float32 ``Input``.
 
-    tf.keras' ``Input`` is float32 unless declared otherwise, so uint8 images or
-    integer features train as floats (unscaled). A torch module declares no input
-    dtype; one with an ``Embedding`` takes integer indices, so its inputs stay as
-    they are. Labels are never cast here (sparse labels are integers).
+    A module with an ``Embedding`` takes integer indices, so its inputs stay as they are. Labels are never cast here.
     """
     leaves: list[Any] = []
     map_structure(leaves.append, x)
@@ -357,14 +341,12 @@ def split_and_weight(x: Any, y: Any, sample_weight: Any, *, validation_split: fl
                      class_weight: Mapping[int, float] | None) -> tuple[Any, Any, Any, Any]:
     """Keras 3's preparation of ``fit``'s arrays: ``(x, y, sample_weight, validation_data)`` to train on.
 
-    With ``validation_split`` (and no ``validation_data``) the LAST fraction of the
-    arrays, taken before any shuffling, validates; ``class_weight`` then becomes the
-    training examples' sample weights (the validation data is not class-weighted).
+    ``validation_split`` (without ``validation_data``) takes the LAST fraction of the arrays, before any shuffling;
+    ``class_weight`` then becomes the training examples' sample weights.
 
     Raises:
-        ValueError: If ``validation_split`` is not in [0, 1), or is given for input that
-            is not arrays, or leaves one side empty; if ``class_weight`` comes with
-            ``sample_weight`` (Keras 3 refuses both) or with input that is not arrays.
+        ValueError: If ``validation_split`` is not in [0, 1), not over arrays, or leaves one side empty; if
+            ``class_weight`` comes with ``sample_weight`` (Keras 3 refuses both) or with input that is not arrays.
     """
     if not 0.0 <= validation_split < 1.0:
         raise ValueError(f"validation_split must be a float in [0, 1). Received: validation_split={validation_split!r}")
@@ -426,8 +408,8 @@ def _label_classes(y: Any) -> np.ndarray:
 
 
 def _warn_unused_classes(y: Any, class_weight: Mapping[int, float]) -> None:
-    # NOTE: Keras 3 ignores a class_weight key that no label holds (tf.keras 2 refused keys other than
-    # 0..n-1); the numbers follow Keras 3, and the warning says the weight has no effect.
+    # NOTE: Keras 3 ignores a class_weight key that no label holds (tf.keras 2 refused keys other than 0..n-1); the
+    # numbers follow Keras 3, and the warning says the weight has no effect.
     present = set(np.unique(_label_classes(y)).tolist())
     unused = sorted(int(key) for key in class_weight if int(key) not in present)
     if unused:
@@ -439,11 +421,10 @@ def _warn_unused_classes(y: Any, class_weight: Mapping[int, float]) -> None:
 
 
 def worker_stream(x: Any, y: Any, sample_weight: Any, *, batch_size: int, shuffle: bool) -> Callable[[Any], Iterator[Any]]:
-    """What ``create_per_worker_dataset`` calls on each worker of a coordinated fit: an endless iterator.
+    """What ``create_per_worker_dataset`` calls on each worker of a coordinated fit: an endless iterator of batches.
 
-    Every worker reads its own stream: the arrays reshuffled each pass (seeded
-    by the worker's index), a dataset repeated, or ``x(input_context)`` when ``x``
-    is a function (TF's ``DatasetCreator``). ``batch_size`` is one step's batch.
+    The arrays reshuffled each pass (seeded by the worker's index), a dataset repeated, or ``x(input_context)`` for a
+    function (TF's ``DatasetCreator``).
     """
 
     if not callable(x) and not _holds_arrays(x):
@@ -474,8 +455,8 @@ def _array_batches(x: Any, y: Any, sample_weight: Any, batch_size: int, shuffle:
     count = batch_size_of(map_structure(_as_tensor, arrays))
     if count < batch_size:
         raise ValueError(f"fit needs at least one full batch: {count} examples, batch_size={batch_size}.")
-    # The engine's pipeline with full batches only (a stream has no last batch), reshuffled each
-    # pass; seeded by the worker's index so workers read different orders.
+    # The engine's pipeline with full batches only (a stream has no last batch), reshuffled each pass; seeded by the
+    # worker's index so workers read different orders.
     dataset = Dataset.from_tensor_slices(map_structure(_as_tensor, arrays))
     if shuffle:
         dataset = dataset.shuffle(count, seed=seed)

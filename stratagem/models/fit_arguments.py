@@ -1,10 +1,9 @@
 """Checks of ``fit``'s plain arguments (counts, flags, callbacks, class weights), before any data is read.
 
-Keras 3 lets many of these through to fail later with a raw ``TypeError`` or
-``ZeroDivisionError``, or to train silently wrong (a negative ``epochs`` runs
-nothing, ``validation_freq=-1`` never validates). Each check here names the
-argument, what it must be and the fix. The data itself (``x``, ``y``,
-``batch_size`` ranges, ``steps_per_epoch``) is checked where it is read.
+Keras 3 lets many of these through to fail later with a raw ``TypeError`` or ``ZeroDivisionError``, or to train
+silently wrong (a negative ``epochs`` runs nothing, ``validation_freq=-1`` never validates). Each check here names
+the argument, what it must be and the fix. The data itself (``x``, ``y``, ``batch_size`` ranges,
+``steps_per_epoch``) is checked where it is read.
 """
 
 from __future__ import annotations
@@ -20,8 +19,8 @@ def check_fit_arguments(x: Any, *, epochs: Any, initial_epoch: Any, verbose: Any
                         batch_size: Any, validation: Mapping[str, Any], class_weight: Any) -> None:
     """Raises ``TypeError``/``ValueError`` naming the first bad argument of ``fit``.
 
-    ``validation`` holds ``validation_data``, ``validation_freq``,
-    ``validation_steps`` and ``validation_batch_size``.
+    ``validation`` holds ``validation_data``, ``validation_freq``, ``validation_steps`` and
+    ``validation_batch_size``.
     """
     if x is None:
         raise ValueError("fit needs training data, but x is None. Pass x (and y) as arrays or tensors, or x as a "
@@ -43,9 +42,8 @@ def check_fit_arguments(x: Any, *, epochs: Any, initial_epoch: Any, verbose: Any
 def check_steps(steps: Any, *, steps_name: str) -> int | None:
     """Returns ``steps`` (``steps_per_epoch``, ``steps``) as Keras 3 reads it: None or 0 is one whole pass.
 
-    Keras 3 tests ``if steps:``, so ``steps_per_epoch=0`` (a ``len(x) // batch``
-    that came out 0) trains a whole epoch there; here it does the same rather
-    than train nothing.
+    Keras 3 tests ``if steps:``, so ``steps_per_epoch=0`` (a ``len(x) // batch`` that came out 0) trains a whole
+    epoch there; here it does the same rather than train nothing.
 
     Raises:
         TypeError: If ``steps`` is not an int (a float, a string).

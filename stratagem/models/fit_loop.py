@@ -1,10 +1,7 @@
 """The loops behind ``fit``, ``evaluate`` and ``predict``, top to bottom.
 
-``fit`` is one loop for every strategy; how an epoch's steps run is the
-runner's (``stratagem.models.runners``). Every replica runs these loops in
-lockstep: the same number of steps and the same collectives at the same
-points. Anything that could make one replica take a different path from
-another is a hang waiting to happen.
+``fit`` is one loop for every strategy (how an epoch's steps run is ``runners``'). Every replica runs these loops in
+lockstep, with the same steps and collectives at the same points: a path one replica alone takes is a hang.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """``FitState``: where a running ``fit`` stands, the one object checkpoints save and restore.
 
-``fit`` creates it and hands it to every callback (``Callback.set_fit_state``);
-``BackupAndRestore`` and ``stratagem.checkpoint.state`` take it as an
-argument. Nothing outside the model reads or writes the model's private
-attributes to find out where training is.
+``fit`` hands it to every callback (``Callback.set_fit_state``), and ``BackupAndRestore`` and ``checkpoint.state``
+take it as an argument: nothing reads the model's private attributes to find out where training is.
 """
 
 from __future__ import annotations
@@ -21,8 +19,8 @@ class FitState:
     Attributes:
         epoch: The epoch the loop runs next (or is running).
         step: Steps already taken in that epoch (non-zero only mid-epoch).
-        feeder: The input feeder (``position()``/``restore()``), or None when steps
-            run elsewhere (a coordinated fit) and there is no local position.
+        feeder: The input feeder (``position()``/``restore()``), or None when steps run elsewhere (a coordinated
+            fit) and there is no local position.
         callbacks: Every callback of this ``fit``, in call order.
     """
 

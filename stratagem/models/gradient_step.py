@@ -1,11 +1,8 @@
 """What a training step does between the forward pass and the new weights.
 
-``GradientStep`` holds the parts ``Model.compile`` configures: the forward
-pass under the dtype policy's autocast, dynamic loss scaling
-(``LossScaleOptimizer``), gradient accumulation (``gradient_accumulation_steps``)
-with DDP's ``no_sync`` on the micro-steps that do not update, and the update
-through the strategy's optimizer. ``Model.train_step`` calls ``forward`` and
-``minimize``; an overriding ``train_step`` can call them too.
+``GradientStep`` holds what ``Model.compile`` configures: autocast under the dtype policy, dynamic loss scaling,
+gradient accumulation (DDP's ``no_sync`` on the micro-steps that do not update), and the update through the
+strategy's optimizer. ``Model.train_step``, or an override, calls ``forward`` and ``minimize``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """``Model``: a ``torch.nn.Module`` with Keras' ``compile``/``fit``/``evaluate``/``predict``.
 
-The model binds to the strategy in force where it is built (or compiled),
-places the module on that strategy's device and lets the strategy wrap it
-(DDP for the all-reduce strategies). ``train_step``/``test_step``/
-``predict_step`` can be overridden as in Keras.
+It binds to the strategy in force where it is built (or compiled), which places and wraps the module (DDP for the
+all-reduce strategies). ``train_step``/``test_step``/``predict_step`` can be overridden as in Keras.
 """
 
 from __future__ import annotations
@@ -83,8 +81,8 @@ class Model:
         self.dtype_policy = mixed_precision.global_policy()  # read when built, as Keras layers do
         self._seed = 0  # agreed by every replica at compile; each fit's shuffle seed derives from it
         self._fits = 0
-        # The tf.keras model this Model trains for (stratagem.tf.keras), or None: Keras callbacks see it as
-        # their model, as the object the user called fit on (keras_training.py sets it).
+        # The tf.keras model this Model trains for (stratagem.tf.keras), or None: Keras callbacks see it as their
+        # model, as the object the user called fit on (keras_training.py sets it).
         self._facade: Any = None
 
     @property
@@ -108,27 +106,24 @@ class Model:
         """Sets the optimizer, loss and metrics, and places the module for training.
 
         Args:
-            optimizer: A Keras name (``"sgd"``, ``"adam"``, ``"adamw"``,
-                ``"rmsprop"``, ``"adagrad"``, ``"adadelta"``, ``"adamax"``,
-                ``"nadam"``, ``"lion"``: Keras 3's update rules), a
-                ``stratagem.optimizers`` object, or a ``torch.optim.Optimizer``
-                over the module's parameters (torch's rule).
+            optimizer: A Keras name (``"sgd"``, ``"adam"``, ``"adamw"``, ``"rmsprop"``, ``"adagrad"``,
+                ``"adadelta"``, ``"adamax"``, ``"nadam"``, ``"lion"``: Keras 3's update rules), a
+                ``stratagem.optimizers`` object, or a ``torch.optim.Optimizer`` over the module's parameters
+                (torch's rule).
             loss: A Keras name (``"sparse_categorical_crossentropy"``, ``"mse"``,
                 ...), a ``stratagem.losses.Loss``, or ``fn(y_true, y_pred)``
                 returning one loss per example.
-            metrics: Keras names (``"accuracy"``, ``"mae"``, ``"auc"``, ...) or
-                ``Metric``s, computed without sample weights. ``"accuracy"`` is
-                binary, sparse categorical or categorical by the shapes of the
-                labels and outputs, as in Keras 3.
-            weighted_metrics: Metrics computed with the sample weights; a name
-                also in ``metrics`` logs as ``weighted_<name>``.
-            steps_per_execution: Only 1, as Keras 3's torch backend accepts:
-                each step is one call (larger values raise).
-            jit_compile: As Keras 3's torch backend: ``"auto"`` and ``False``
-                run eagerly; ``True`` runs the forward passes through
-                ``torch.compile`` (the first steps are slow while it compiles).
-            auto_scale_loss: Under the ``"mixed_float16"`` policy, wrap the
-                optimizer in a ``LossScaleOptimizer`` (Keras 3's default).
+            metrics: Keras names (``"accuracy"``, ``"mae"``, ``"auc"``, ...) or ``Metric``s, computed without sample
+                weights. ``"accuracy"`` is binary, sparse categorical or categorical by the shapes of the labels and
+                outputs, as in Keras 3.
+            weighted_metrics: Metrics computed with the sample weights; a name also in ``metrics`` logs as
+                ``weighted_<name>``.
+            steps_per_execution: Only 1, as Keras 3's torch backend accepts: each step is one call (larger values
+                raise).
+            jit_compile: As Keras 3's torch backend: ``"auto"`` and ``False`` run eagerly; ``True`` runs the forward
+                passes through ``torch.compile`` (the first steps are slow while it compiles).
+            auto_scale_loss: Under the ``"mixed_float16"`` policy, wrap the optimizer in a ``LossScaleOptimizer``
+                (Keras 3's default).
         """
         if context.has_strategy():
             self._strategy = context.get_strategy()
@@ -156,18 +151,18 @@ class Model:
         if jit_compile is True:  # Keras 3's torch backend: torch.compile; "auto" means eager there
             self._train_module = cast(nn.Module, torch.compile(self._train_module))
             self._forward = torch.compile(self.module)
-        # NOTE: one small collective here rather than one per fit: every fit's shuffle
-        # seed derives from this one, which every replica holds. Drawn from torch's
-        # RNG, so torch.manual_seed before compile makes the shuffles reproducible.
+        # NOTE: one small collective here rather than one per fit: every fit's shuffle seed derives from this one,
+        # which every replica holds. Drawn from torch's RNG, so torch.manual_seed before compile makes the shuffles
+        # reproducible.
         self._seed = shared_seed(self._strategy)
 
     # ---- steps (override as in Keras) --------------------------------------------
     def train_step(self, data: Any, *, global_batch_size: int | None = None) -> None:
         """One optimisation step on this replica's share of a global batch.
 
-        ``fit`` passes ``global_batch_size``, the step's examples over every replica, to an override
-        that declares the argument (Keras' ``train_step(self, data)`` gets ``data`` alone, and its
-        loss divides by this replica's rows times ``num_replicas_in_sync``, TF's rule).
+        ``fit`` passes ``global_batch_size``, the step's examples over every replica, to an override that declares
+        the argument (Keras' ``train_step(self, data)`` gets ``data`` alone, and its loss divides by this replica's
+        rows times ``num_replicas_in_sync``, TF's rule).
         """
         x, y, sample_weight = unpack(data)
         assert self.optimizer is not None and self._train_module is not None
@@ -193,8 +188,8 @@ class Model:
             y_pred = in_float32(self._forward(x))
         loss = None
         global_batch_size = global_batch_size or self._rows_times_replicas(y_pred)
-        # Keras 3 logs what compute_loss returns. Without labels it raises (as fit does): a compiled loss
-        # needs y, and metrics alone on y=None would return [] as if the model had been evaluated.
+        # Keras 3 logs what compute_loss returns. Without labels it raises (as fit does): a compiled loss needs y, and
+        # metrics alone on y=None would return [] as if the model had been evaluated.
         if self.compiled_loss is not None:
             loss = self.compute_loss(x, y, y_pred, sample_weight, training=False, global_batch_size=global_batch_size)
         self._require_compiled().update(y, y_pred, sample_weight, loss, global_batch_size)
@@ -211,11 +206,10 @@ class Model:
                      training: bool = True, *, global_batch_size: int | None = None) -> torch.Tensor:
         """The loss to back-propagate on this replica: ``sum(sample_weight * loss) / global_batch_size``.
 
-        ``global_batch_size`` is every replica's examples of the step: ``fit``
-        passes what the batch says (``train_step``'s argument); without it
-        (``strategy.run(model.train_step, ...)``) it is this replica's rows
-        times ``num_replicas_in_sync``. The strategy sums gradients, so N
-        replicas update as one would on the global batch.
+        ``global_batch_size`` is every replica's examples of the step: ``fit`` passes what the batch says
+        (``train_step``'s argument); without it (``strategy.run(model.train_step, ...)``) it is this replica's rows
+        times ``num_replicas_in_sync``. The strategy sums gradients, so N replicas update as one would on the global
+        batch.
         """
         if self.compiled_loss is None:
             raise RuntimeError("No loss: pass loss= to compile(), or override train_step.")
@@ -240,13 +234,11 @@ class Model:
             validation_batch_size: int | None = None, validation_freq: int = 1) -> History:
         """Trains for ``epochs`` epochs; ``batch_size`` is the GLOBAL batch (all replicas).
 
-        Accepts numpy arrays or tensors (``x``, ``y``, ``sample_weight``), or an
-        iterable of ``(x, y)`` / ``(x, y, sample_weight)`` global batches, or a
-        distributed dataset. Returns a ``History``. As in Keras 3,
-        ``validation_split`` sets apart the LAST fraction of the arrays (before
-        shuffling) unless ``validation_data`` is given, and ``class_weight``
-        (``{class: weight}``) gives each training example its class's weight
-        as its sample weight.
+        Accepts numpy arrays or tensors (``x``, ``y``, ``sample_weight``), or an iterable of ``(x, y)`` / ``(x, y,
+        sample_weight)`` global batches, or a distributed dataset. Returns a ``History``. As in Keras 3,
+        ``validation_split`` sets apart the LAST fraction of the arrays (before shuffling) unless
+        ``validation_data`` is given, and ``class_weight`` (``{class: weight}``) gives each training example its
+        class's weight as its sample weight.
 
         Raises:
             ConfigurationError: If ``batch_size`` does not divide by the replicas.
@@ -273,8 +265,8 @@ class Model:
         def callback_list_for(state: FitState, params: dict[str, Any]) -> CallbackList:
             return self._callback_list(callbacks, history, verbose, state, epochs=epochs, **params)
 
-        # NOTE: the strategy's capabilities pick how steps run (runners.make_runner): here, or where a
-        # coordinator schedules them; fit_loop.fit is the same loop for both.
+        # NOTE: the strategy's capabilities pick how steps run (runners.make_runner): here, or where a coordinator
+        # schedules them; fit_loop.fit is the same loop for both.
         runner, state, callback_list = make_runner(
             self, FitInput(x, y, sample_weight, batch_size=batch_size, shuffle=shuffle, seed=seed,
                            steps_per_epoch=steps_per_epoch, epochs=epochs, initial_epoch=initial_epoch),
@@ -330,8 +322,8 @@ class Model:
     def training_log_extras(self) -> dict[str, float]:
         """What ``fit`` adds to each epoch's logs beyond the metrics: ``skipped_steps`` under float16 loss scaling.
 
-        The steps skipped since ``compile`` for inf/NaN gradients; the same on every replica (they agree on
-        each skip). Not in ``evaluate``'s results, which stay Keras' loss and metrics.
+        The steps skipped since ``compile`` for inf/NaN gradients; the same on every replica (they agree on each
+        skip). Not in ``evaluate``'s results, which stay Keras' loss and metrics.
         """
         if isinstance(self.optimizer, mixed_precision.LossScaleOptimizer):
             return {"skipped_steps": float(self.optimizer.skipped_steps)}
@@ -350,9 +342,9 @@ class Model:
     def save_weights(self, filepath: str, overwrite: bool = True) -> None:
         """Writes the module's parameters and buffers (``.safetensors``, or torch format otherwise).
 
-        Only the chief writes, but every replica may call it (every replica must, when the
-        strategy shards the weights: they are gathered first). The write is atomic. A Keras
-        model and a ``.weights.h5`` path: Keras's weights file (``keras_saving.py``).
+        Only the chief writes, but every replica may call it (every replica must, when the strategy shards the
+        weights: they are gathered first). The write is atomic. A Keras model and a ``.weights.h5`` path: Keras's
+        weights file (``keras_saving.py``).
         """
         if self._strategy.is_chief:
             self._runs_locally()  # a checkpoint mid-epoch under ParameterServerStrategy: the servers' values
@@ -411,10 +403,10 @@ class Model:
     def save(self, filepath: str, overwrite: bool = True, *, input_example: Any = None, **kwargs: Any) -> None:
         """Saves the model as a folder that loads without its Python class (``keras.Model.save``).
 
-        Writes ``weights.safetensors``, ``model.pt2`` (``torch.export``) and ``metadata.json``,
-        atomically. Only the chief writes, but every replica may call it. Input shapes come
-        from the first batch the model saw, or from ``input_example``. A Keras model and a
-        ``.keras``/``.h5`` path: Keras's file, which ``keras.models.load_model`` reads.
+        Writes ``weights.safetensors``, ``model.pt2`` (``torch.export``) and ``metadata.json``, atomically. Only the
+        chief writes, but every replica may call it. Input shapes come from the first batch the model saw, or from
+        ``input_example``. A Keras model and a ``.keras``/``.h5`` path: Keras's file, which
+        ``keras.models.load_model`` reads.
 
         Raises:
             ValueError: If given ``save_format`` (Keras 3 refuses it too) or another argument.
@@ -486,9 +478,9 @@ class Model:
             return
         from stratagem.errors import ConfigurationError
 
-        # NOTE: TF raises (ValueError) when variables made outside a strategy's scope are compiled
-        # inside it; made and compiled outside, each replica would train its own model on its own
-        # data and act as chief, writing every checkpoint, with nothing said. Neither is wanted.
+        # NOTE: TF raises (ValueError) when variables made outside a strategy's scope are compiled inside it; made and
+        # compiled outside, each replica would train its own model on its own data and act as chief, writing every
+        # checkpoint, with nothing said. Neither is wanted.
         raise ConfigurationError(
             f"This model was built and compiled outside strategy.scope() while {type(distributed).__name__} "
             f"({distributed.num_replicas_in_sync} replicas) exists in this process: every replica would "
@@ -520,11 +512,11 @@ class Model:
                        state: FitState, **params: Any) -> CallbackList:
         verbose = 1 if verbose == "auto" else int(verbose)
         user = [KerasCallback(c) if is_keras_callback(c) else c for c in callbacks or []]  # Keras's semantics
-        # BackupAndRestore goes last: it restores after the others reset themselves in
-        # on_train_begin, and backs up after they updated themselves in on_epoch_end.
+        # BackupAndRestore goes last: it restores after the others reset themselves in on_train_begin, and backs up
+        # after they updated themselves in on_epoch_end.
         backups = [c for c in user if isinstance(c, BackupAndRestore)]
-        # Keras 3's order: user callbacks, then History (it sees what they add, such as
-        # learning_rate), then the progress bar.
+        # Keras 3's order: user callbacks, then History (it sees what they add, such as learning_rate), then the
+        # progress bar.
         items: list[Callback] = [*(c for c in user if c not in backups), history]
         if verbose:
             items.append(ProgbarLogger(verbose=verbose))

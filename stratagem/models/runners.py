@@ -1,27 +1,13 @@
 """How the steps of one ``fit`` epoch run: the part of ``fit`` a strategy's capabilities decide.
 
-``fit_loop.fit`` is one loop for every strategy. Per epoch it asks a ``Runner`` to
-(1) train the epoch's steps, (2) produce the epoch's logs, the same on every
-process, and (3) say whether training stops, the same on every process.
-``make_runner`` picks it from the strategy's capabilities:
-
-- ``LocalRunner`` (every synchronous strategy): this process runs each step
-  with ``model.train_step``, in lockstep with the other replicas.
-- ``CoordinatedRunner`` (strategies that ``SchedulesSteps``): steps are
-  scheduled on a ``ClusterCoordinator``'s workers; the chief follows them as
-  they complete (batch hooks), computes the logs and the stop decision and
-  hands them to every task.
-
-What a step needs travels as arguments: ``train_step(batch,
-global_batch_size=n)``, the step's examples over every replica (``step_function``).
-
-Collectives: a default fit makes one per step, the gradient all-reduce inside
-backward. Everything else is declared by the callbacks (``Callback.
-requires_global_batch_logs``, ``Callback.stops_training``) and costs nothing
-when nobody asks for it. Callback lists may differ by replica: what any
-replica's callbacks ask for is agreed once at the start of ``fit``
-(``Strategy.any_replica``, through the rendezvous store), so every replica
-makes the same collectives.
+``fit_loop.fit`` is one loop; per epoch a ``Runner`` trains the steps and gives the logs and the stop decision, the
+same on every process. ``make_runner`` picks ``LocalRunner`` (synchronous strategies: ``model.train_step`` in
+lockstep with the other replicas) or ``CoordinatedRunner`` (strategies that ``SchedulesSteps``: a
+``ClusterCoordinator``'s workers run the steps, and the chief follows them as they complete, runs the batch hooks
+and hands the logs and decision to every task). A default fit makes one collective per step, the gradient all-reduce
+in backward; what callbacks ask for beyond it (``requires_global_batch_logs``, ``stops_training``) is agreed once at
+the start of ``fit`` (``Strategy.any_replica``), so replicas whose callback lists differ still make the same
+collectives.
 """
 
 from __future__ import annotations
@@ -93,11 +79,7 @@ class FitInput:
 def make_runner(model: Model, fit_input: FitInput,
                 callback_list_for: Callable[[FitState, dict[str, Any]], CallbackList],
                 ) -> tuple[Runner, FitState, CallbackList]:
-    """The runner for the model's strategy, the fit's ``FitState`` and its callbacks (``callback_list_for(state, params)``).
-
-    Where the strategy ``SchedulesSteps`` (ParameterServer) a coordinator hands steps to
-    workers that read their own endless streams; otherwise this process runs each step.
-    """
+    """The runner for the model's strategy, the fit's ``FitState`` and its callbacks (``callback_list_for``)."""
     strategy, data = model.distribute_strategy, fit_input
     if isinstance(strategy, SchedulesSteps):
         steps = data.steps_per_epoch
@@ -140,9 +122,9 @@ class LocalRunner:
         train_step = step_function(model.train_step)
         for step, (batch, global_batch_size, _) in enumerate(timer, state.step):
             callbacks.call("on_train_batch_begin", step, None)
-            # NOTE: the loss is divided by the GLOBAL batch (every replica's rows of
-            # this step), which the batch carries: gradients are then summed.
-            # DDP's gradient all-reduce runs in backward: a peer that died or hangs is named here.
+            # NOTE: the loss is divided by the GLOBAL batch (every replica's rows of this step), which the batch
+            # carries: gradients are then summed. DDP's gradient all-reduce runs in backward: a peer that died or
+            # hangs is named here.
             tag = f"epoch{epoch}/step{step}"
             with collectives.collective_errors("the gradient all-reduce", timeout_s=None, tag=tag):
                 train_step(batch, global_batch_size)
@@ -173,8 +155,8 @@ class LocalRunner:
     def _may_stop_now(self) -> bool:
         if self._replicas == 1 or self._agree_each_step:
             return True
-        # One replica's batch hook stopped, and no callback declared it might: the
-        # others do not know, so leaving now would hang their next all-reduce.
+        # One replica's batch hook stopped, and no callback declared it might: the others do not know, so leaving now
+        # would hang their next all-reduce.
         if not self._warned_deferred_stop and self.model.distribute_strategy.is_chief:
             warnings.warn(
                 "model.stop_training was set in a batch hook; with several replicas the stop takes effect at the "
@@ -187,15 +169,10 @@ class LocalRunner:
 class LocalLogs(MutableMapping[str, float]):
     """A step's batch logs from this replica's metrics, read only when a callback looks at them.
 
-    Why lazy: reading a metric is a host sync on an accelerator, and the
-    progress bar looks at most every 0.1 s (every 10 s into a pipe), so most
-    steps read nothing. Only local logs may wait: a global read is a collective,
-    which every replica must make at the same step.
-
-    The rule for logs a callback keeps past its hook: they still give this
-    step's values. ``settle()``, called after the hooks, keeps a copy of the
-    metrics' state (device copies, no host sync), and a later read computes the
-    values from that copy.
+    Lazy because reading a metric is a host sync on an accelerator and the progress bar looks rarely; only local logs
+    may wait, since a global read is a collective every replica must make at the same step. Logs a callback keeps past
+    its hook still give this step's values: ``settle()``, after the hooks, keeps a device copy of the metrics' state,
+    from which a later read computes them.
     """
 
     def __init__(self, model: Model) -> None:
@@ -252,9 +229,9 @@ def _agree_on_needs(strategy: Strategy, callbacks: CallbackList) -> tuple[bool, 
     stops = {_stops_training(c) for c in callbacks.callbacks}
     needs = [callbacks.any(lambda c: c.requires_global_batch_logs), StopsTraining.BATCH in stops,
              bool(stops & {StopsTraining.EPOCH, StopsTraining.BATCH}), backs_up, not backs_up]
-    # NOTE: callbacks may differ by replica (Horovod's `verbose=1 if rank == 0 else 0`,
-    # checkpoints on rank 0 only), and the collectives of the loop follow from them: every
-    # replica takes the union of what any replica's callbacks need, agreed once here.
+    # NOTE: callbacks may differ by replica (Horovod's `verbose=1 if rank == 0 else 0`, checkpoints on rank 0 only),
+    # and the collectives of the loop follow from them: every replica takes the union of what any replica's callbacks
+    # need, agreed once here.
     global_logs, stop_each_step, stop_each_epoch, some_back_up, some_do_not = strategy.any_replica(needs)
     if some_back_up and some_do_not:
         raise ConfigurationError(
@@ -291,13 +268,9 @@ def _agree_on_stop(model: Model) -> None:
 class CoordinatedRunner:
     """Schedules each step on a ``ClusterCoordinator`` worker (ParameterServerStrategy).
 
-    Each step returns its metric sums. The chief follows the steps in order as
-    they complete: it adds each step's sums into its metrics, so logs count
-    every step once whichever worker ran it, and calls the batch-level hooks
-    (checkpoints and backups every N steps, TerminateOnNaN, TensorBoard, the
-    progress bar) with the logs so far. Workers run steps and call no batch
-    hook. Validation runs on the chief after each epoch's ``join``, on the
-    servers' current values.
+    Each step returns its metric sums. The chief follows the steps in order as they complete, adds each step's sums
+    into its metrics (so logs count every step once, whichever worker ran it) and calls the batch hooks with the logs so
+    far; workers call none. Validation runs on the chief after each epoch's ``join``, on the servers' current values.
     """
 
     def __init__(self, model: Model, stream: Callable[[InputContext], Iterator[Any]], *, steps_per_epoch: int,
@@ -346,8 +319,8 @@ class CoordinatedRunner:
                 logs.settle()
             if self.model.stop_training and not self._warned_late_stop:
                 self._warned_late_stop = True
-                # NOTE: the workers hold this epoch's steps already (they replay the chief's schedule calls),
-                # so a stop asked for in a batch hook can only take effect at the epoch's end.
+                # NOTE: the workers hold this epoch's steps already (they replay the chief's schedule calls), so a
+                # stop asked for in a batch hook can only take effect at the epoch's end.
                 warnings.warn(
                     f"model.stop_training was set in a batch hook at step {step}; under ParameterServerStrategy "
                     "the epoch's remaining steps are already scheduled on the workers, so training stops at the "
@@ -359,9 +332,9 @@ class CoordinatedRunner:
             logs = self.model.get_metrics_result()
             if validate is not None:
                 logs.update(validate())
-        # NOTE: the chief alone computes the epoch's logs; the workers take them from it, so their
-        # callbacks decide as the chief's do (a restarted worker replaying epoch 0 would see other
-        # values if it evaluated for itself) and no worker spends time on validation.
+        # NOTE: the chief alone computes the epoch's logs; the workers take them from it, so their callbacks decide as
+        # the chief's do (a restarted worker replaying epoch 0 would see other values if it evaluated for itself) and
+        # no worker spends time on validation.
         return dict(self.coordinator.share_from_chief(logs if self.strategy.is_chief else None))
 
     def agree_on_stop(self) -> bool:

@@ -1,21 +1,13 @@
 """Whole-model saving: ``Model.save`` and ``load_model`` (Keras' names), on ``torch.export``.
 
-``save_model`` writes a folder that loads without the model's Python class:
-``weights.safetensors`` (the module's ``state_dict``), ``model.pt2`` (the module as a
-``torch.export`` program, exported on CPU in eval mode with a dynamic batch axis) and
-``metadata.json`` (input spec, compile config, versions, format version). The folder is
-built under a temporary name and renamed into place, so a crash leaves the previous save
-(or none), never half of one. Checkpoints for resuming training are not here: they are
-``Model.save_weights`` and ``stratagem.checkpoint``.
-
-What ``load_model`` reads, and why that is safe. ``metadata.json`` and
-``weights.safetensors`` are data formats: parsing them runs no code. ``model.pt2`` is read
-with ``torch.export.load``, which is NOT safe on a crafted file, so ``load_model`` reads it
-into memory once and checks those bytes first (``_pt2_archive.check_archive``, whose
-docstring lists what torch would run and what the check accepts). Only the checked bytes go
-to ``torch.export.load``, and the program's weights are then replaced by those of
-``weights.safetensors``. ``save_model`` runs the same check on what it wrote, so a save
-never yields a folder that ``load_model`` refuses.
+``save_model`` writes a folder that loads without the model's Python class: ``weights.safetensors``, ``model.pt2``
+(exported on CPU in eval mode with a dynamic batch axis) and ``metadata.json``; built under a temporary name and
+renamed into place, so a crash leaves the previous save, never half of one. ``load_model`` parses the data formats
+(JSON, safetensors), and reads ``model.pt2`` into memory once and checks those bytes
+(``_pt2_archive.check_archive``) before ``torch.export.load``, which is not safe on a crafted file; the program's
+weights are then replaced by the safetensors ones. ``save_model`` runs the same check on what it wrote, so a save
+never yields a folder ``load_model`` refuses. Training checkpoints are not here (``save_weights``,
+``stratagem.checkpoint``).
 """
 
 from __future__ import annotations
@@ -58,12 +50,7 @@ _FREE_TEXT_META = ("stack_trace", "nn_module_stack", "source_fn_stack", "torch_f
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """The shape (without the batch axis) and dtype of one model input.
-
-    Args:
-        shape: Size of each axis after the batch axis.
-        dtype: The torch dtype.
-    """
+    """The shape (without the batch axis) and torch dtype of one model input."""
 
     shape: tuple[int, ...]
     dtype: torch.dtype
@@ -89,10 +76,9 @@ def input_spec_of(x: Any) -> InputSpec | None:
 def save_model(model: Model, filepath: str | os.PathLike[str], *, input_example: Any = None) -> None:
     """Saves ``model`` as a folder that loads without its Python class (``keras.saving.save_model``).
 
-    The input shapes come from the first batch the model saw (``fit``, ``evaluate``,
-    ``predict`` or a call), or from ``input_example``. Only the chief writes; other
-    replicas return at once, so load only after the chief has finished. An earlier save
-    at ``filepath`` is replaced atomically; anything else there is never overwritten.
+    Input shapes come from the first batch the model saw, or from ``input_example``. Only the chief writes; other
+    replicas return at once, so load only after the chief has finished. An earlier save at ``filepath`` is replaced
+    atomically; anything else there is never overwritten.
 
     Args:
         model: The model to save.
@@ -103,7 +89,6 @@ def save_model(model: Model, filepath: str | os.PathLike[str], *, input_example:
         ValueError: If no input shapes are known, or ``filepath`` holds something else.
 
     Example:
-        >>> model.fit(x_train, y_train, epochs=1)  # doctest: +SKIP
         >>> model.save("saved/mnist")  # doctest: +SKIP
         >>> stratagem.models.load_model("saved/mnist").predict(x_test)  # doctest: +SKIP
     """
@@ -114,26 +99,20 @@ def save_model(model: Model, filepath: str | os.PathLike[str], *, input_example:
             "data first (fit, evaluate, predict or model(x)), or pass input_example=x (a batch of arrays or "
             f"tensors). Received: input_example of type {type(input_example).__name__}"
         )
-    # Only the chief writes: every replica holds the same weights, and several
-    # writers renaming onto one folder would race.
+    # Only the chief writes: every replica holds the same weights, and several writers renaming onto one folder would
+    # race.
     if model.distribute_strategy.is_chief:
         _write_atomically(model, spec, Path(filepath))
 
 
 def load_model(filepath: str | os.PathLike[str]) -> LoadedModel:
-    """Loads a folder written by ``Model.save``, without the model's Python class.
+    """Loads a folder written by ``Model.save`` into a ``LoadedModel``, without the model's Python class.
 
-    Never runs code from the folder (see the module docstring for what is read).
-
-    Args:
-        filepath: The folder ``Model.save`` wrote.
-
-    Returns:
-        A ``LoadedModel`` with ``predict``, ``__call__``, ``metadata`` and ``input_spec``.
+    Never runs code from the folder (the module docstring says what is read, and how).
 
     Raises:
-        CheckpointError: If a file is missing, corrupt, of another format version, or
-            holds anything that could run code; the message names the file.
+        CheckpointError: If a file is missing, corrupt, of another format version, or holds anything that could run
+            code; the message names the file.
 
     Example:
         >>> loaded = stratagem.models.load_model("saved/mnist")  # doctest: +SKIP
@@ -167,8 +146,6 @@ class LoadedModel:
 
     Example:
         >>> loaded = stratagem.models.load_model("saved/mnist")  # doctest: +SKIP
-        >>> loaded.input_spec  # doctest: +SKIP
-        TensorSpec(shape=(1, 28, 28), dtype=torch.float32)
         >>> logits = loaded(torch.zeros(4, 1, 28, 28))  # doctest: +SKIP
     """
 
@@ -183,19 +160,12 @@ class LoadedModel:
         return self.module(_inputs_for(x, self.input_spec))
 
     def predict(self, x: Any, batch_size: int | None = None) -> Any:
-        """Returns the outputs for every example as numpy arrays, batched as ``Model.predict`` batches.
+        """The outputs for every example as numpy arrays (a structure of them for several outputs).
 
         Args:
-            x: Arrays or tensors (or a tuple/list/dict of them) shaped like ``input_spec``;
-                float inputs are cast to the saved dtype.
+            x: Arrays or tensors (or a tuple/list/dict of them) shaped like ``input_spec``; float inputs are cast to the
+                saved dtype.
             batch_size: Examples per batch (default 32).
-
-        Returns:
-            A numpy array, or a tuple/list/dict of them for a model with several outputs.
-
-        Example:
-            >>> loaded.predict(np.zeros((10, 1, 28, 28), np.float32), batch_size=4).shape  # doctest: +SKIP
-            (10, 10)
         """
         if batch_size is not None and batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer. Received: batch_size={batch_size}")
@@ -207,8 +177,8 @@ class LoadedModel:
         outputs = []
         with torch.no_grad():
             for start in range(0, num_samples, batch_size):
-                # NOTE: rows are gathered with an index tensor, as Model.predict does, so
-                # every kernel sees the same memory layout and the results match bit for bit.
+                # NOTE: rows are gathered with an index tensor, as Model.predict does, so every kernel sees the same
+                # memory layout and the results match bit for bit.
                 rows = torch.arange(start, min(start + batch_size, num_samples))
                 outputs.append(self.module(map_structure(lambda t: t[rows], inputs)))
         return _concatenate(outputs)
@@ -253,8 +223,8 @@ def _write_folder(model: Model, spec: InputSpec, folder: Path) -> None:
 
 def _export(module: nn.Module, spec: InputSpec) -> torch.export.ExportedProgram:
     """Exports a CPU, eval-mode copy of ``module`` with a dynamic batch axis."""
-    # A copy: the user's module keeps its device and train/eval flag. Eval mode makes the
-    # program compute what Model.predict computes (dropout off, batch norm on running stats).
+    # A copy: the user's module keeps its device and train/eval flag. Eval mode makes the program compute what
+    # Model.predict computes (dropout off, batch norm on running stats).
     module = copy.deepcopy(module).to("cpu").eval()
     spec = _sorted_keys(spec)
     # Batch 2, not 1: torch.export specializes axes of size 0 and 1.
@@ -263,8 +233,8 @@ def _export(module: nn.Module, spec: InputSpec) -> torch.export.ExportedProgram:
     dynamic_shapes = (map_structure(lambda _: {0: batch}, spec),)
     program = torch.export.export(module, (example,), dynamic_shapes=dynamic_shapes)
     program.example_inputs = None  # loading would unpickle them; we save none and refuse any
-    # NOTE: guards are Python source that ExportedProgram.module() exec's when sample inputs
-    # are saved. Without sample inputs they are never used, so we save none and refuse any.
+    # NOTE: guards are Python source that ExportedProgram.module() exec's when sample inputs are saved. Without sample
+    # inputs they are never used, so we save none and refuse any.
     drop_guards_code(program)
     for node in program.graph.nodes:
         for key in _FREE_TEXT_META:
@@ -374,11 +344,7 @@ def _encode_spec(spec: InputSpec) -> dict[str, Any]:
 
 
 def _sorted_keys(spec: InputSpec) -> InputSpec:
-    """``spec`` with every dict's keys in sorted order.
-
-    The program's input structure includes the order of dict keys, and load_model rebuilds
-    inputs from metadata.json, which stores them sorted: export in that order.
-    """
+    """``spec`` with dict keys sorted, as metadata.json (which load_model rebuilds inputs from) stores them."""
     if isinstance(spec, dict):
         return {key: _sorted_keys(spec[key]) for key in sorted(spec)}
     if isinstance(spec, (tuple, list)):

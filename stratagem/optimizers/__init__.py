@@ -1,11 +1,7 @@
-"""Keras-named optimizers and learning-rate schedules, over torch.
+"""Keras-named optimizers (``keras.optimizers``) and learning-rate schedules (``optimizers.schedules``), over torch.
 
-``from stratagem import optimizers; optimizers.Adam(...)`` as
-``keras.optimizers``; ``optimizers.schedules`` as
-``keras.optimizers.schedules``. Modules: ``optimizer`` (the base and the
-torch-optimizer adapter), ``algorithms`` (the Keras-named classes),
-``rules`` and ``fused_adam`` (the torch optimizers that apply Keras 3's
-update rules), ``schedules``.
+Modules: ``optimizer`` (the base and torch adapter), ``algorithms`` (the Keras-named classes), ``rules`` and
+``fused_adam`` (torch optimizers with Keras 3's update rules), ``schedules``.
 """
 
 from __future__ import annotations

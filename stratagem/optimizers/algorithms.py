@@ -1,9 +1,8 @@
 """The Keras-named optimizers (``keras.optimizers.SGD``, ``Adam``, ...), with Keras 3's defaults and rules.
 
-Each class holds its Keras arguments and builds the torch optimizer of its
-rule (``rules``, ``fused_adam``). Every one also takes ``weight_decay``,
-``clipnorm``, ``clipvalue``, ``global_clipnorm`` and ``name`` (see
-``Optimizer``), and a ``LearningRateSchedule`` as ``learning_rate``.
+Each class holds its Keras arguments and builds the torch optimizer of its rule (``rules``, ``fused_adam``). Every
+one also takes ``weight_decay``, ``clipnorm``, ``clipvalue``, ``global_clipnorm`` and ``name`` (see ``Optimizer``),
+and a ``LearningRateSchedule`` as ``learning_rate``.
 """
 
 from __future__ import annotations
@@ -27,9 +26,8 @@ Rate = float | LearningRateSchedule
 class SGD(Optimizer):
     """Stochastic gradient descent with optional (Nesterov) momentum (``keras.optimizers.SGD``).
 
-    ``m = momentum * m - learning_rate * g; w += m`` (nesterov:
-    ``w += momentum * m - learning_rate * g``): past steps keep the rate they
-    were taken with when the rate changes.
+    ``m = momentum * m - learning_rate * g; w += m`` (nesterov: ``w += momentum * m - learning_rate * g``): past
+    steps keep the rate they were taken with when the rate changes.
 
     Example:
         >>> optimizer = SGD(learning_rate=0.1, momentum=0.9, nesterov=True)

@@ -1,13 +1,9 @@
 """Keras 3's Adam and AdamW rules run by torch's fused (or foreach) Adam kernel.
 
-Keras and torch place Adam's epsilon differently: Keras adds it to
-``sqrt(v)`` before the bias correction, torch after. Since
-``sqrt(v) / c + eps == (sqrt(v) + epsilon) / c`` when ``eps = epsilon / c``
-with ``c = sqrt(1 - beta_2**t)``, setting torch's ``eps`` to that each step
-gives Keras' update exactly while keeping torch's kernel (on a CPU host the
-fused kernel measured about 13x torch's default per-parameter loop).
-Keras' decoupled weight decay (``w -= w * weight_decay * lr`` before the
-update) is torch's AdamW decay, so one class serves Adam and AdamW.
+Keras adds epsilon to ``sqrt(v)`` before the bias correction, torch after; since ``sqrt(v) / c + eps ==
+(sqrt(v) + epsilon) / c`` for ``eps = epsilon / c``, ``c = sqrt(1 - beta_2**t)``, setting torch's ``eps`` so each step
+gives Keras' update exactly on torch's much faster kernel. Keras' decoupled weight decay is torch's AdamW decay, so
+one class serves Adam and AdamW.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The Keras-facing optimizer base: arguments now, a torch optimizer once the model is placed.
 
-A Keras optimizer is made before it knows its parameters; a torch optimizer
-needs them at construction. So an ``Optimizer`` holds the Keras arguments
-(learning rate or schedule, weight decay, clipping) and ``build`` makes the
-torch optimizer on the replica's device. The Keras-named subclasses are in
-``algorithms``; a torch optimizer passed to ``compile`` is adapted by
-``TorchOptimizer``. Optimizers take no distribution arguments.
+A Keras optimizer is made before it knows its parameters, a torch one needs them, so an ``Optimizer`` holds the
+Keras arguments (learning rate or schedule, weight decay, clipping) and ``build`` makes the torch optimizer on the
+replica's device. ``TorchOptimizer`` adapts a torch optimizer given to ``compile``. No distribution arguments.
 """
 
 from __future__ import annotations
@@ -38,27 +35,23 @@ class LearningRate(float):
 class Optimizer(abc.ABC):
     """Keras-style optimizer: arguments now, a ``torch.optim.Optimizer`` after ``build``.
 
-    ``learning_rate`` (alias ``lr``) can be read and set at any time, as Keras
-    callbacks do; it reads as a float with ``.numpy()``.
+    ``learning_rate`` (alias ``lr``) can be read and set at any time, as Keras callbacks do; it reads as a float
+    with ``.numpy()``.
 
     Args:
-        learning_rate: A float, or a ``stratagem.optimizers.schedules.LearningRateSchedule``
-            giving the rate of each step.
+        learning_rate: A float, or a ``schedules.LearningRateSchedule`` giving the rate of each step.
         weight_decay: If set, each step first decays the weights: ``w -= w * weight_decay * lr``.
         clipnorm: If set, each gradient is scaled to norm at most this.
         clipvalue: If set, each gradient element is clipped to ``[-clipvalue, clipvalue]``.
         global_clipnorm: If set, all gradients are scaled together to global norm at most this.
         name: The optimizer's name (Keras' ``name``).
-        use_ema: Not implemented: only False is accepted (as are ``ema_momentum`` and
-            ``ema_overwrite_frequency``, which Keras uses only with it).
+        use_ema: Not implemented: only False is accepted (``ema_momentum`` and ``ema_overwrite_frequency`` go with
+            it).
         loss_scale_factor: Not implemented: only None is accepted.
-        gradient_accumulation_steps: ``None``, or an int >= 2: ``Model.fit`` then
-            updates the weights every that many steps, with the average of those
-            steps' gradients, and the replicas communicate only on that step
-            (DDP ``no_sync``), so k steps equal one step on k times the batch.
-            NOTE: Keras 3 also counts the steps in between in ``iterations``, so
-            there a schedule and Adam's bias correction advance k times per
-            update; here the optimizer counts updates (its rule runs once).
+        gradient_accumulation_steps: ``None``, or an int k >= 2: ``Model.fit`` then updates the weights every k
+            steps with the average of their gradients, communicating only on that step (DDP ``no_sync``), so k steps
+            equal one step on k times the batch. NOTE: Keras 3 also counts the steps in between in ``iterations`` (a
+            schedule and Adam's bias correction advance k times per update); here the optimizer counts updates.
     """
 
     def __init__(self, learning_rate: float | LearningRateSchedule, *, weight_decay: float | None = None,

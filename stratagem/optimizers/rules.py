@@ -1,14 +1,10 @@
 """torch optimizers that step by Keras 3's update rules, over all parameters at once.
 
-Each class here is a ``torch.optim.Optimizer`` (so strategies step it, and
-``state_dict`` / ``load_state_dict`` save it) whose ``step`` is the rule of
-``keras.optimizers.<Name>``, in Keras' order: clip the gradients, decay the
-weights decoupled from the gradient (``w -= w * weight_decay * lr``), apply
-the rule, count the step. The arithmetic is torch's multi-tensor kernels
-(``_torch_internals.foreach``) over every parameter of a group. The constructor arguments are the param-group
-keys, so a parameter server can rebuild a twin from them. Adam and AdamW
-(torch's fused kernel) are in ``fused_adam``; the Keras-facing classes that
-build these are in ``algorithms``.
+Each is a ``torch.optim.Optimizer`` (strategies step it, ``state_dict`` saves it) whose ``step`` is
+``keras.optimizers.<Name>``'s rule in Keras' order: clip the gradients, decay the weights decoupled
+(``w -= w * weight_decay * lr``), apply the rule, count the step, with torch's multi-tensor kernels
+(``_torch_internals.foreach``). The constructor arguments are the param-group keys, so a parameter server can
+rebuild a twin. Adam and AdamW are in ``fused_adam``; the Keras-facing classes in ``algorithms``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Learning-rate schedules (``keras.optimizers.schedules``): a rate for each step number.
 
-A schedule passed as ``learning_rate=`` is asked for the rate of every step:
-step ``k`` (counted from 0, as Keras' ``optimizer.iterations``) trains with
-``schedule(k)``. Schedules are pure functions of the step; the optimizer that
-counts steps is in ``rules``.
+A schedule passed as ``learning_rate=`` is asked for the rate of every step: step ``k`` (counted from 0, as Keras'
+``optimizer.iterations``) trains with ``schedule(k)``. Schedules are pure functions of the step (the optimizer that
+counts steps is in ``rules``); their ``name`` argument is kept for Keras compatibility.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ class ExponentialDecay(LearningRateSchedule):
         decay_steps: Steps over which the rate is multiplied by ``decay_rate`` once; > 0.
         decay_rate: The factor per ``decay_steps``.
         staircase: If True, the rate changes every ``decay_steps`` steps, not every step.
-        name: Kept for Keras compatibility.
 
     Example:
         >>> schedule = ExponentialDecay(0.1, decay_steps=10, decay_rate=0.5)
@@ -58,7 +56,6 @@ class PiecewiseConstantDecay(LearningRateSchedule):
     Args:
         boundaries: Increasing step numbers where the rate changes.
         values: One more rate than ``boundaries``: the rate of each interval.
-        name: Kept for Keras compatibility.
 
     Example:
         >>> schedule = PiecewiseConstantDecay([100, 200], [1.0, 0.5, 0.1])
@@ -84,16 +81,14 @@ class PiecewiseConstantDecay(LearningRateSchedule):
 class CosineDecay(LearningRateSchedule):
     """Cosine decay over ``decay_steps``, after an optional linear warmup (Keras 3 ``CosineDecay``).
 
-    Without ``warmup_target`` the rate falls from ``initial_learning_rate`` to
-    ``alpha * initial_learning_rate`` along half a cosine and stays there.
-    With it, the rate first rises linearly from ``initial_learning_rate`` to
+    Without ``warmup_target`` the rate falls from ``initial_learning_rate`` to ``alpha * initial_learning_rate``
+    along half a cosine and stays there. With it, the rate first rises linearly from ``initial_learning_rate`` to
     ``warmup_target`` over ``warmup_steps``, then decays from ``warmup_target``.
 
     Args:
         initial_learning_rate: The rate of step 0.
         decay_steps: Steps of the cosine decay; > 0.
         alpha: The final rate as a fraction of the rate decayed from.
-        name: Kept for Keras compatibility.
         warmup_target: The rate reached at the end of the warmup; None for no warmup.
         warmup_steps: Steps of the linear warmup.
 

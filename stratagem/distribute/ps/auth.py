@@ -1,25 +1,12 @@
 """Who may call a parameter server or the chief's coordination service: proofs of the job's secret, and TLS.
 
-Every call carries, in its gRPC metadata, ``v1:<milliseconds>:<nonce>:<mac>``:
-an HMAC-SHA256, under a key derived from the job's secret
-(``stratagem.distribute.job_secret``), of the method's path, the time, a
-random nonce, the request's length and its header (the ``wire`` length prefix
-and JSON: every tensor's name, dtype and shape, and the meta, such as a push's
-step id and optimizer). A server checks it before it decodes anything
-(``Guard``): a call without a valid proof, one more than ``MAX_CLOCK_SKEW_S``
-old, or one whose nonce it has already seen (a replay) is answered
-``UNAUTHENTICATED`` and counted.
-
-NOTE: the tensor bytes after the header are not hashed. Hashing them too
-(SHA-256, about 1.7 GB/s per core here) cost 10-20% of the samples/s of an
-11 MB model on a 2-core host, against a 5% budget, and protects only against
-someone who can read a call on the wire and race a copy with other values
-ahead of it: an attacker that reads the traffic is TLS's to stop
-(``STRATAGEM_TLS_CERT`` / ``_KEY`` / ``_CA``), which also protects the bytes.
-A process that cannot read the job's traffic cannot make any proof.
-
-What lives elsewhere: the secret itself (``job_secret``), the servers and
-channels (``rpc``).
+Every call carries in its gRPC metadata ``v1:<milliseconds>:<nonce>:<mac>``, an HMAC-SHA256 under a key derived from
+the job's secret (``job_secret``) of the method's path, the time, a nonce, the request's length and its ``wire``
+header (every tensor's name, dtype and shape, and the meta). A server checks it before it decodes anything
+(``Guard``): a missing or invalid proof, one older than ``MAX_CLOCK_SKEW_S``, or a replayed nonce is answered
+``UNAUTHENTICATED`` and counted. NOTE: the tensor bytes are not hashed: hashing them costs a large share of a step's
+time, and guards only against an attacker who reads the traffic and races a forged copy, which is TLS's to stop
+(``STRATAGEM_TLS_CERT`` / ``_KEY`` / ``_CA``). The secret lives in ``job_secret``, servers and channels in ``rpc``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Client side of the parameter servers: one ``PSClient`` per server, ``ShardedVariables`` over all.
 
-Every call carries a deadline. Variables go to the servers round-robin, as
-TensorFlow places them on ``ps`` tasks: the ``k``-th variable placed starts
-on server ``k % num_servers`` and its shard ``i`` lives on server
-``(k + i) % num_servers``. The layout follows from the order of placement,
-the shapes and the partitioner alone, so every process (running the same
-script) computes the same one without asking.
+Every call has a deadline. Variables go round-robin, as TF places them: the ``k``-th variable's shard ``i`` lives on
+server ``(k + i) % num_servers``, so every process running the same script computes the same layout without asking.
 """
 
 from __future__ import annotations
@@ -34,8 +30,8 @@ class PSClient:
         self.address, self.timeout_s = address, timeout_s
         self.name = name or address
         self._channel, self._methods = rpc.connect(address, SERVICE, METHODS, credentials)
-        # Until the server first answers, calls wait for it to come up (tasks
-        # start in any order); after that, a server that is gone fails fast.
+        # Until the server first answers, calls wait for it to come up (tasks start in any order); after that, a
+        # server that is gone fails fast.
         self._answered = False
 
     def call(self, method: str, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> Message:

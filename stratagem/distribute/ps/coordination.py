@@ -1,24 +1,13 @@
 """The chief's coordination service: the step queue, workers' liveness, answers to replay (gRPC).
 
-Workers run the same script as the chief and replay its calls: the ``n``-th
-``schedule`` call on a worker holds the same function and arguments as the
-chief's ``n``-th. So only ordinals travel: the chief says "run closure n",
-the worker runs its own copy and reports the return value (tensors as raw
-bytes, the rest as JSON). Whatever the chief observes that could steer its
-program (a fetched value, ``done()``) is handed to the workers too, so their
-replay takes the same path.
-
-Liveness: a worker heartbeats every second; one silent for ``worker_timeout_s``
-is declared dead and the closures it held go back to the front of the queue.
-A worker that registers again (restarted) gets its old closures requeued at
-once. The first report of a closure wins; the parameter servers refuse a
-second push of the same step, so a re-run step is applied once.
-
-Who may talk: every call must prove the job's secret (``auth``, checked
-before decoding). Beyond that, only a registered worker (``Hello``, then
-the same incarnation) may poll or report, and only for a closure that was
-handed to it: anything else is refused ``FAILED_PRECONDITION`` and cannot
-complete a step, ``join`` or ``fetch``.
+Workers run the chief's script and replay its calls: the ``n``-th ``schedule`` on a worker holds the chief's
+``n``-th function and arguments, so only ordinals travel ("run closure n"), and the worker reports the return value
+(tensors as raw bytes, the rest as JSON). What the chief observes that could steer its program (a fetched value,
+``done()``) is handed to the workers too, so their replay takes the same path. A worker heartbeats every second; one
+silent for ``worker_timeout_s``, or registering again after a restart, has its closures requeued at the front. The
+first report of a closure wins, and the servers refuse a second push of a step, so a re-run step is applied once.
+Every call proves the job's secret (``auth``); only a registered worker, in the same incarnation, may poll or
+report, and only for a closure handed to it: anything else is refused ``FAILED_PRECONDITION``.
 """
 
 from __future__ import annotations

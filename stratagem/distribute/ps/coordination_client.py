@@ -1,8 +1,7 @@
 """A worker's line to the chief's coordination service (gRPC, raw bytes, deadlines).
 
-Registers (``Hello``, waiting for the chief to come up, at most the timeout),
-heartbeats every second from a thread, polls for steps and answers, reports
-results, and says goodbye at exit. The service side is ``coordination``.
+Registers (``Hello``, waiting for the chief to come up, at most the timeout), heartbeats every second from a thread,
+polls for steps and answers, reports results, and says goodbye at exit. The service side is ``coordination``.
 """
 
 from __future__ import annotations

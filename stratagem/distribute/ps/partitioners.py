@@ -1,9 +1,8 @@
 """Variable partitioners with ``tf.distribute.experimental.partitioners``' meaning.
 
-A partitioner is called with a variable's shape and dtype and returns how
-many parts each axis is cut into; as in TensorFlow only axis 0 is cut, so the
-result is ``[num_shards, 1, 1, ...]``. ``shard_rows`` then says which rows each
-shard holds: contiguous, as equal as possible, the first shards one row longer.
+A partitioner is called with a variable's shape and dtype and returns how many parts each axis is cut into; as in
+TensorFlow only axis 0 is cut, so the result is ``[num_shards, 1, 1, ...]``. ``shard_rows`` then says which rows
+each shard holds: contiguous, as equal as possible, the first shards one row longer.
 """
 
 from __future__ import annotations

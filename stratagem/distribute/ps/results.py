@@ -1,14 +1,9 @@
 """Values on the wire without pickle: a JSON tree whose tensors, arrays and bytes travel as raw bytes.
 
-The one value codec of the package: a parameter-server step's return value
-(``RemoteValue.fetch``) and Horovod's ``broadcast_object``/``allgather_object``
-both go through it. Unpickling runs whatever code the bytes name, so bytes
-from the network are never unpickled (developers' guide). A value is
-``None``, bool, int, float, str, bytes, a torch tensor, a NumPy array or
-scalar, or lists, tuples and dicts of them; tensors, arrays and bytes travel
-in the parameter server's wire format (``wire``), which validates a message
-before it builds any tensor. Anything else is refused with a ``TypeError``
-naming its type.
+The package's one value codec: a parameter-server step's return value (``RemoteValue.fetch``) and Horovod's
+``broadcast_object``/``allgather_object``. Bytes from the network are never unpickled. A value is None, bool, int,
+float, str, bytes, a tensor, a NumPy array or scalar, or lists, tuples and dicts of them; tensors, arrays and bytes
+go in ``wire``'s format, validated before any tensor is built. Anything else is a ``TypeError`` naming its type.
 """
 
 from __future__ import annotations

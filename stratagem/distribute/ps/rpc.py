@@ -1,10 +1,9 @@
 """gRPC plumbing shared by the parameter servers, the chief's coordination service and their clients.
 
-Methods take and return raw bytes (messages of ``wire``); messages may be
-large, so gRPC's 4 MB default limit is lifted. Every call's proof of the
-job's secret is checked before its bytes are decoded (``auth.Guard``); a
-server without a secret listens on loopback only. A malformed request is
-answered ``INVALID_ARGUMENT`` with a message, and the server goes on serving.
+Methods take and return raw bytes (messages of ``wire``); messages may be large, so gRPC's 4 MB default limit is
+lifted. Every call's proof of the job's secret is checked before its bytes are decoded (``auth.Guard``); a server
+without a secret listens on loopback only. A malformed request is answered ``INVALID_ARGUMENT`` with a message, and
+the server goes on serving.
 """
 
 from __future__ import annotations
@@ -30,9 +29,8 @@ def start_server(address: str, service: str, handlers: dict[str, Callable[[bytes
                  max_workers: int, what: str, credentials: Credentials | None = None) -> tuple[Any, int, Guard]:
     """A server of ``handlers`` (method name -> bytes handler) bound to ``address`` only, not yet started.
 
-    Every handler runs only after ``credentials``' key proved the call
-    (none: calls are not checked). Returns the server, the bound port and
-    the guard (its ``refused`` counts the calls turned away).
+    Every handler runs only after ``credentials``' key proved the call (none: calls are not checked). Returns the
+    server, the bound port and the guard (its ``refused`` counts the calls turned away).
 
     Raises:
         ConfigurationError: If ``address`` is not loopback and there is no job secret.
@@ -41,8 +39,8 @@ def start_server(address: str, service: str, handlers: dict[str, Callable[[bytes
     credentials = credentials or Credentials()
     host = address.rsplit(":", 1)[0]
     if credentials.key is None and not is_loopback(host):
-        # NOTE: without a secret anyone who reaches the port could change the model; loopback
-        # at least keeps other hosts out.
+        # NOTE: without a secret anyone who reaches the port could change the model; loopback at least keeps other
+        # hosts out.
         raise ConfigurationError(
             f"{what} would listen on {address}, beyond loopback, without the job's secret, so anyone who can "
             f"reach the port could change the model. Give every process of the job the same secret in "

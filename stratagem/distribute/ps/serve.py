@@ -1,12 +1,9 @@
-"""Runs one parameter server until it is stopped: ``python -m stratagem.distribute.ps.serve``.
+"""Runs one parameter server until SIGTERM or SIGINT: ``python -m stratagem.distribute.ps.serve``.
 
-Reads ``TF_CONFIG`` (task type ``ps``) for the address to bind, so a ``ps``
-task needs no user script. ``stratagem run --ps P`` starts these; a script
-that builds ``ParameterServerStrategy`` on a ``ps`` task ends up here too.
-The server stops on SIGTERM or SIGINT. It checks every call's proof of the
-job's secret (``STRATAGEM_JOB_SECRET`` or ``STRATAGEM_JOB_SECRET_FILE``) and
-serves TLS when ``STRATAGEM_TLS_*`` name the files (``auth``); without a
-secret it listens on loopback only.
+Reads the address to bind from ``TF_CONFIG`` (task type ``ps``), so a ``ps`` task needs no script; ``stratagem run
+--ps P`` starts these, and ``ParameterServerStrategy`` built on a ``ps`` task ends up here. It checks every call's
+proof of the job's secret and serves TLS when ``STRATAGEM_TLS_*`` name the files (``auth``); without a secret it
+listens on loopback only.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """A parameter server: holds variables (or shards of them) and their optimizer state.
 
-Transport is gRPC (``grpcio``) with raw-bytes methods carrying the messages of
-``stratagem.distribute.ps.wire``; no protocol of our own below it. The server
-binds only the address it is given (loopback in every test). A call without
-a proof of the job's secret is refused ``UNAUTHENTICATED`` before it is
-decoded, and counted (``auth``; ``Stats``' ``unauthenticated_refused``). A
-malformed or mismatched request, or an optimizer hyperparameter its torch
-optimizer rejects, is answered with ``INVALID_ARGUMENT`` and a message, and
-the server goes on serving.
-
-Updates are applied as they arrive (asynchronous training) by a torch
-optimizer kept here, one per variable, built from the spec the first push
-names (class and hyperparameters, e.g. Adam's moments live here, not on the
-workers). Each applied push increments the server's ``version``. A push
-carries the id of the scheduled step it belongs to: a step already applied
-is refused as a duplicate, so a step re-run after its worker died is applied
-once. A push may carry a staleness bound: computed from values more than
-``staleness`` versions old, it is dropped and counted.
+gRPC (``grpcio``) with raw-bytes methods carrying ``ps.wire`` messages, bound only to the address it is given. A
+call without a proof of the job's secret is refused ``UNAUTHENTICATED`` before decoding and counted (``auth``); a
+malformed request, or a hyperparameter the torch optimizer rejects, gets ``INVALID_ARGUMENT`` and the server goes
+on. Pushes are applied as they arrive by a torch optimizer kept here, one per variable, built from the spec the
+first push names (Adam's moments live here, not on the workers); each bumps the server's ``version``. A push carries
+its scheduled step's id, and a step already applied is refused, so a step re-run after its worker died is applied
+once; one computed from values more than ``staleness`` versions old is dropped and counted.
 """
 
 from __future__ import annotations
@@ -36,10 +26,9 @@ from stratagem.optimizers import fused_adam, rules
 
 SERVICE = "stratagem.ParameterServer"
 METHODS = ("Create", "Pull", "Push", "Snapshot", "Restore", "Stats")
-# The optimizers a server builds: torch's, and the Keras rules that
-# stratagem.optimizers build. Each keeps per-element state, so a variable cut
-# into shards steps exactly as the whole variable would (clipnorm aside: it
-# clips each shard by its own norm).
+# The optimizers a server builds: torch's, and the Keras rules that stratagem.optimizers build. Each keeps per-element
+# state, so a variable cut into shards steps exactly as the whole variable would (clipnorm aside: it clips each shard
+# by its own norm).
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     cls.__name__: cls for cls in (torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW, torch.optim.Adagrad,
                                   torch.optim.RMSprop, rules.KerasSGD, rules.KerasRMSprop, rules.KerasAdagrad,
@@ -54,8 +43,8 @@ class ParameterServer:
     Args:
         address: ``host:port`` to bind; beyond loopback only with a key in ``credentials``.
         max_workers: Threads answering calls.
-        credentials: The job's key (calls without its proof are refused) and TLS files;
-            default: none, loopback only.
+        credentials: The job's key (calls without its proof are refused) and TLS files; default: none, loopback
+            only.
 
     Example:
         >>> server = ParameterServer("127.0.0.1:0")  # doctest: +SKIP
@@ -143,10 +132,7 @@ class ParameterServer:
             return wire.encode({}, {"applied": True, "version": self.version})
 
     def _snapshot(self, request: bytes, context: Any) -> bytes:
-        """Every variable, its optimizer state and its version, as one consistent message.
-
-        Applied step ids are left out: a restored job numbers its steps afresh.
-        """
+        """Every variable, optimizer state and version as one message (not applied step ids: those restart)."""
         rpc.decode(request, context)
         with self._lock:  # encoding copies the bytes: done under the lock, no clones needed
             tensors: dict[str, torch.Tensor] = {f"var/{n}": v.detach() for n, v in self._variables.items()}
@@ -241,10 +227,7 @@ def optimizer_spec(optimizer: torch.optim.Optimizer) -> dict[str, Any]:
 
 @functools.cache
 def _constructor_arguments(name: str) -> frozenset[str]:
-    """What ``OPTIMIZERS[name]`` accepts (asked once per class: a push computes a spec every step).
-
-    A Keras rule passes the arguments every rule takes (clipping, decay) on to ``KerasRule``'s.
-    """
+    """What ``OPTIMIZERS[name]`` accepts, with ``KerasRule``'s for a Keras rule (cached: pushes ask every step)."""
     cls = OPTIMIZERS[name]
     classes = (cls, rules.KerasRule) if issubclass(cls, rules.KerasRule) else (cls,)
     return frozenset(argument for c in classes for argument in inspect.signature(c.__init__).parameters)

@@ -1,10 +1,9 @@
 """The parameter-server wire format: a JSON header, then raw tensor bytes.
 
-``[4-byte big-endian header length][header JSON][tensor bytes ...]``. The
-header lists each tensor's name, dtype, shape and byte count, plus a small
-``meta`` dict. Decoding validates everything against the bytes received
-before any tensor is built: nothing arriving over the network is unpickled,
-and a malformed message is a ``ValueError`` that says what is wrong.
+``[4-byte big-endian header length][header JSON][tensor bytes ...]``. The header lists each tensor's name, dtype,
+shape and byte count, plus a small ``meta`` dict. Decoding validates everything against the bytes received before
+any tensor is built: nothing arriving over the network is unpickled, and a malformed message is a ``ValueError``
+that says what is wrong.
 """
 
 from __future__ import annotations
@@ -40,10 +39,7 @@ def encode(tensors: dict[str, torch.Tensor], meta: dict[str, Any] | None = None)
 
 
 def header_end(message: bytes) -> int:
-    """Where ``message``'s length prefix and JSON header end, read from the prefix alone (nothing parsed).
-
-    At most ``len(message)``: a prefix that claims more is the decoder's to refuse.
-    """
+    """Where ``message``'s prefix and JSON header end, from the prefix alone; at most ``len(message)``."""
     if len(message) < 4:
         return len(message)
     return min(len(message), 4 + struct.unpack(">I", message[:4])[0])
