@@ -1,18 +1,7 @@
-"""``stratagem.io``: TF's ``tf.io`` names for files and ``tf.train.Example`` records.
+"""``stratagem.io``: TF's ``tf.io`` names for files and ``tf.train.Example`` records (from ``stratagem.data``)."""
 
-``read_file`` is ``stratagem.data.tensor_ops``'s; the TFRecord writer and options are
-``stratagem.data.tfrecord_format``'s; the feature specs, ``parse_example`` and ``decode_raw``
-are ``stratagem.data.example_parsing``'s.
-"""
-
-from stratagem.data.example_parsing import (
-    FixedLenFeature,
-    FixedLenSequenceFeature,
-    VarLenFeature,
-    decode_raw,
-    parse_example,
-    parse_single_example,
-)
+from stratagem.data.example_parsing import (FixedLenFeature, FixedLenSequenceFeature, VarLenFeature, decode_raw,
+                                            parse_example, parse_single_example)
 from stratagem.data.tensor_ops import read_file
 from stratagem.data.tfrecord_format import TFRecordOptions, TFRecordWriter
 

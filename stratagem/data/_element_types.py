@@ -1,9 +1,4 @@
-"""Element types: the structure and dtypes of an element, and tf.data's check that two inputs agree.
-
-Ops that mix inputs into one stream (``concatenate``, ``sample_from_datasets``,
-``choose_from_datasets``) need every input to give the same structure and
-dtypes; shapes may differ, as in tf.data.
-"""
+"""Element types (structure and dtypes) and tf.data's check that two mixed inputs agree; shapes may differ."""
 
 from __future__ import annotations
 
@@ -28,14 +23,7 @@ def element_types(element: Any) -> Any:
 
 
 def check_compatible(op: str, first: Any, other: Any, *, names: tuple[str, str]) -> None:
-    """Raises ``TypeError`` unless ``other``'s element types equal ``first``'s.
-
-    Args:
-        op: The op, for the message.
-        first: Element types of one input (``element_types``).
-        other: Element types of another input.
-        names: Names of the two inputs in the message (``("datasets[0]", "datasets[1]")``).
-    """
+    """Raises ``TypeError`` naming ``op`` and ``names`` unless ``other``'s element types are ``first``'s."""
     if first != other:
         raise TypeError(
             f"{op} needs inputs whose elements have the same structure and dtypes (shapes may differ), as "
@@ -50,6 +38,5 @@ def check_state(op: str, initial: Any, new_state: Any) -> None:
     if new != initial:
         raise TypeError(
             f"{op}'s function must return a new state with the structure and dtypes of initial_state, as tf.data "
-            f"requires. Give initial_state the dtype the function produces (a Python 0 is int32: use np.int64(0) to "
-            f"add int64 elements) or cast the new state. Received: initial_state types={initial}, new state types={new}"
-        )
+            "requires. Give initial_state the dtype the function produces (a Python 0 is int32: use np.int64(0) to add "
+            f"int64 elements) or cast the new state. Received: initial_state types={initial}, new state types={new}")

@@ -1,8 +1,6 @@
 """Python values in elements, converted as tf.data converts them (``tf.constant``'s dtypes).
 
-A Python int becomes int32 (int64 if a value does not fit), a float float32,
-a str utf-8 bytes, a bool bool; lists are arrays. numpy values and torch
-tensors keep their dtype. Structure (tuples, dicts) is kept.
+int -> int32 (int64 if it does not fit), float -> float32, str -> utf-8 bytes, lists -> arrays; numpy and torch as is.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """``ReplayIterator``: a streaming iterator whose next element depends on all before it.
 
-``scan``'s running state, ``group_by_window``'s open windows and a streaming
-``window``'s buffer are built from every element read so far, and they hold
-tensors, which never go in a state. So the state is the parent's position
-where the epoch began plus the number of elements produced, and restoring
-replays them from there (documented cost: O(position), nothing stored).
+``scan``'s state, ``group_by_window``'s windows and ``window``'s buffer hold tensors, which never go in a state: the
+state is the parent's position at the epoch's start plus the elements produced, and restoring replays (O(position)).
 """
 
 from __future__ import annotations

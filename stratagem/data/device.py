@@ -1,9 +1,6 @@
 """``prefetch_to_device``: have the next batch on the accelerator before the step ends.
 
-On CUDA each batch is copied from pinned host memory on a side stream, one
-batch ahead, so the copy overlaps the current step; the compute stream waits
-for the copy only when it uses the batch. On the CPU it passes batches
-through untouched.
+On CUDA each batch is copied from pinned memory on a side stream one batch ahead, overlapping the step; CPU: as is.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """Parsing ``tf.train.Example`` records into arrays: feature specs, ``parse_example``, ``decode_raw``.
 
-TF's ``tf.io`` parsing names with TF's rules: ``FixedLenFeature`` (with
-defaults), ``VarLenFeature``, ``FixedLenSequenceFeature``,
-``parse_single_example``, ``parse_example`` (a batch) and ``decode_raw``.
-Records are parsed by protobuf's own parser (``stratagem.data.example_proto``);
-values come out as numpy arrays: ``float32``, ``int64``, and object arrays of
-``bytes`` for strings (numpy's fixed-width bytes would drop trailing zero bytes).
-
-Where TF returns a ``SparseTensor`` (``VarLenFeature``), stratagem returns the
-values as a dense array padded with zeros (``b""`` for strings) and, under
-``"<key>_lengths"``, the number of values of each example (int64): one example
-gives its 1-D values and a scalar length; a batch gives ``[batch, longest]``
-values and ``[batch]`` lengths.
+TF's ``tf.io`` parsing names and rules, on protobuf's own parser. Values are numpy arrays: ``float32``, ``int64``, and
+object arrays of ``bytes`` (numpy's fixed-width bytes would drop trailing zeros). Where TF returns a ``SparseTensor``
+(``VarLenFeature``), the values come dense, padded with zeros (``b""``), with each example's count under
+``"<key>_lengths"`` (int64): a batch gives ``[batch, longest]`` values and ``[batch]`` lengths.
 """
 
 from __future__ import annotations
@@ -90,8 +82,8 @@ def parse_single_example(serialized: Any, features: Mapping[str, Any], example_n
         A dict of numpy arrays, one per key (plus ``"<key>_lengths"`` per ``VarLenFeature``).
 
     Raises:
-        ValueError: A required feature is missing, has the wrong number of
-            values or the wrong type, or the record is not an Example.
+        ValueError: A required feature is missing, has the wrong number of values or type, or the record is not an
+            Example.
 
     Example:
         >>> spec = {"label": FixedLenFeature([], "int64"), "x": FixedLenFeature([2], "float32")}
@@ -105,9 +97,7 @@ def parse_example(serialized: Any, features: Mapping[str, Any], example_names: A
                   name: str | None = None) -> dict[str, Any]:
     """Parses a batch of serialized ``tf.train.Example`` records (``tf.io.parse_example``).
 
-    Each value has the batch as its first axis: ``[batch, *shape]`` for a
-    ``FixedLenFeature``; ``VarLenFeature`` and ``FixedLenSequenceFeature``
-    values are padded to the longest example (see the module docstring).
+    Each value has the batch as its first axis; variable-length values are padded to the longest example.
 
     Args:
         serialized: A 1-D array or list of records (a ``batch`` of ``TFRecordDataset``).
@@ -170,20 +160,15 @@ class _Plan:
         return array.reshape(self.shape)
 
     def column(self, feature_maps: list[Any]) -> list[Any]:
-        """This key's values in each example (protobuf repeated fields; None where it is absent).
-
-        Column by column, with C-level getters: this loop is the parsing cost.
-        """
+        """This key's values in each example (None where absent), by C-level getters: this loop is the parsing cost."""
         features = [feature_map.get(self.key) for feature_map in feature_maps]
         if None in features:
             values = [None if feature is None else getattr(feature, self.kind).value for feature in features]
             for index, feature in enumerate(features):
                 if feature is None and self.default is None and isinstance(self.spec, FixedLenFeature):
-                    raise ValueError(
-                        f"Feature: {self.key} (data type: {_TYPE_NAMES[self.kind]}) is required but could not be "
-                        f"found in example {index}. Give the FixedLenFeature a default_value, or fix the data. "
-                        f"Received: example {index} without key {self.key!r}"
-                    )
+                    raise ValueError(f"Feature: {self.key} (data type: {_TYPE_NAMES[self.kind]}) is required but could "
+                                     f"not be found in example {index}. Give the FixedLenFeature a default_value, or "
+                                     f"fix the data. Received: example {index} without key {self.key!r}")
         else:
             values = list(map(self._getter, features))
         lengths = [0 if v is None else len(v) for v in values]
@@ -197,11 +182,9 @@ class _Plan:
     def _check(self, feature: Any, values: Any, index: int) -> None:
         found = feature.WhichOneof("kind")
         if found is not None and found != self.kind:
-            raise ValueError(
-                f"Key: {self.key}, example {index}. Data types don't match. Data type: {_TYPE_NAMES[found]} but "
-                f"expected type: {_TYPE_NAMES[self.kind]}. Received: a {found} where the spec has "
-                f"dtype {_TYPE_NAMES[self.kind]}"
-            )
+            raise ValueError(f"Key: {self.key}, example {index}. Data types don't match. Data type: "
+                             f"{_TYPE_NAMES[found]} but expected type: {_TYPE_NAMES[self.kind]}. Received: a {found} "
+                             f"where the spec has dtype {_TYPE_NAMES[self.kind]}")
         if isinstance(self.spec, FixedLenFeature) and len(values) != self.size:
             raise ValueError(
                 f"Key: {self.key}, example {index}. Number of {_TYPE_NAMES[self.kind]} values != expected. "
@@ -232,9 +215,8 @@ class _Plan:
         bad = np.flatnonzero(lengths % item) if self.size else np.flatnonzero(lengths)
         if bad.size:
             raise ValueError(
-                f"Key: {self.key}, example {int(bad[0])}. Number of values must be a multiple of {item}, the size "
-                f"of the FixedLenSequenceFeature's shape {list(self.shape)}. Received: {int(lengths[bad[0]])} values"
-            )
+                f"Key: {self.key}, example {int(bad[0])}. Number of values must be a multiple of {item}, the size of "
+                f"the FixedLenSequenceFeature's shape {list(self.shape)}. Received: {int(lengths[bad[0]])} values")
         padding = _PADDING[self.kind] if self.default is None else self.default
         return self._padded(column, lengths // item, batch_size, self.shape, padding)
 
@@ -267,10 +249,8 @@ def feature_kind(dtype: Any, key: str = "") -> str:
     name = {"float": "float32", "str": "string", "bytes": "string", "bytes_": "string", "object": "string",
             "object_": "string"}.get(name, name)
     if name not in _KINDS:
-        raise ValueError(
-            f"Feature {key!r}: dtype must be float32, int64 or string, the three types a tf.train.Example "
-            f"holds (parse, then cast). Received: dtype={dtype!r}"
-        )
+        raise ValueError(f"Feature {key!r}: dtype must be float32, int64 or string, the three types a tf.train.Example "
+                         f"holds (parse, then cast). Received: dtype={dtype!r}")
     return _KINDS[name]
 
 
@@ -290,20 +270,16 @@ def _parse_record(record: bytes, index: int) -> Any:
     try:
         return Example.FromString(record)
     except Exception as err:  # protobuf's DecodeError; its module path differs between protobuf releases
-        raise ValueError(
-            f"Could not parse example input {index} as a tf.train.Example ({type(err).__name__}: {err}). "
-            f"Is the file a TFRecord of Examples (not SequenceExamples or another message)? "
-            f"Received: a record of {len(record)} bytes"
-        ) from err
+        raise ValueError(f"Could not parse example input {index} as a tf.train.Example ({type(err).__name__}: {err}). "
+                         "Is the file a TFRecord of Examples (not SequenceExamples or another message)? Received: a "
+                         f"record of {len(record)} bytes") from err
 
 
 def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True, fixed_length: int | None = None,
                name: str | None = None) -> np.ndarray:
     """Reinterprets bytes as numbers (``tf.io.decode_raw``).
 
-    A ``bytes`` gives a 1-D array; an array of them gives its shape plus one
-    axis. All must have the same length unless ``fixed_length`` is set, which
-    cuts or zero-pads each to that many bytes first.
+    A ``bytes`` gives a 1-D array, an array of them its shape plus one axis; lengths must agree unless ``fixed_length``.
 
     Args:
         input_bytes: ``bytes`` or an array / list of them.
@@ -313,8 +289,8 @@ def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True, fixe
         name: Accepted for TF's signature.
 
     Raises:
-        ValueError: If an input's length is not a multiple of the type's size,
-            or inputs differ in length without ``fixed_length``.
+        ValueError: If an input's length is not a multiple of the type's size, or inputs differ in length without
+            ``fixed_length``.
 
     Example:
         >>> decode_raw(parsed["image"], "uint8").reshape(28, 28)
@@ -337,10 +313,8 @@ def _decode_one(data: bytes, dtype: np.dtype, fixed_length: int | None) -> np.nd
     if fixed_length is not None:
         data = data[:fixed_length].ljust(int(fixed_length), b"\0")
     if len(data) % dtype.itemsize:
-        raise ValueError(
-            f"Input to decode_raw has length {len(data)} that is not a multiple of {dtype.itemsize}, the size of "
-            f"{dtype.name}. Received: {len(data)} bytes"
-        )
+        raise ValueError(f"Input to decode_raw has length {len(data)} that is not a multiple of {dtype.itemsize}, the "
+                         f"size of {dtype.name}. Received: {len(data)} bytes")
     return np.frombuffer(data, dtype=dtype)
 
 

@@ -1,14 +1,8 @@
 """``tf.train.Example`` and its parts as protobuf messages with TensorFlow's exact layout.
 
-TensorFlow defines them in ``tensorflow/core/example/{feature,example}.proto``
-(package ``tensorflow``, proto3). The same layout is described here with
-protobuf's descriptor API and turned into message classes at import, so no
-``protoc`` run and no generated code tied to one protobuf release is needed;
-field numbers, types, packing and the map entries match TF's, so the bytes are
-interchangeable with TF's (``SerializeToString`` is protobuf's own). The
-descriptors live in a private pool, so importing TensorFlow in the same process
-cannot clash with them. Parsing a ``tf.train.Example`` into arrays is
-``stratagem.data.example_parsing``.
+TF's ``tensorflow/core/example/{feature,example}.proto`` layout, described with protobuf's descriptor API and built into
+classes at import (no ``protoc``, no generated code tied to one protobuf release): the bytes are TF's. The descriptors
+live in a private pool, so TensorFlow imported in the same process cannot clash with them.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""``tf.data.experimental``'s fused transformations, for ``dataset.apply``.
-
-TF fused these ops for speed; here each returns the composition of the
-plain ops, which is the same stream of elements.
-"""
+"""``tf.data.experimental``'s fused transformations, for ``dataset.apply``: the plain ops composed, same elements."""
 
 from __future__ import annotations
 
@@ -19,11 +15,7 @@ def shuffle_and_repeat(buffer_size: int, count: int | None = None, seed: int | N
 
 def map_and_batch(map_func: Callable[..., Any], batch_size: int, num_parallel_batches: int | None = None,
                   drop_remainder: bool = False, num_parallel_calls: int | None = None) -> Callable[[Dataset], Dataset]:
-    """``tf.data.experimental.map_and_batch``: ``map(map_func)`` then ``batch(batch_size)``.
-
-    Raises:
-        ValueError: If both ``num_parallel_batches`` and ``num_parallel_calls`` are given (TF refuses it too).
-    """
+    """``tf.data.experimental.map_and_batch``: ``map`` then ``batch`` (both parallelism arguments raise, as in TF)."""
     if num_parallel_batches is not None and num_parallel_calls is not None:
         raise ValueError("Pass num_parallel_batches or num_parallel_calls, not both. Received: "
                          f"num_parallel_batches={num_parallel_batches}, num_parallel_calls={num_parallel_calls}")

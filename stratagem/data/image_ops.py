@@ -1,10 +1,6 @@
 """``tf.image``'s decode, dtype and resize ops on torch tensors (``stratagem.image``).
 
-Images are ``(height, width, channels)`` tensors, channels last as in TF, or
-``(batch, height, width, channels)`` where an op takes a batch. Decoding uses
-Pillow (as ``image_dataset_from_directory`` does); resizing uses torch's
-``interpolate`` with TF 2's pixel-centre convention. The folder loader lives
-in ``stratagem.data.image``.
+Images are channels last, as in TF. Decoding uses Pillow; resizing torch's ``interpolate`` with TF 2's pixel centres.
 """
 
 from __future__ import annotations
@@ -28,12 +24,10 @@ def decode_image(contents: bytes | str, channels: int = 0) -> torch.Tensor:
 
     Args:
         contents: The encoded bytes (what ``stratagem.io.read_file`` returns).
-        channels: 0 keeps the file's channels; 1, 3 or 4 converts to
-            grayscale, RGB or RGBA.
+        channels: 0 keeps the file's channels; 1, 3 or 4 converts to grayscale, RGB or RGBA.
 
     Raises:
-        ValueError: If ``channels`` is not 0, 1, 3 or 4, or the bytes are not
-            an image Pillow can decode.
+        ValueError: If ``channels`` is not 0, 1, 3 or 4, or the bytes are not an image Pillow can decode.
 
     Example:
         >>> image = decode_image(read_file("cat.jpg"), channels=3)  # doctest: +SKIP
@@ -67,9 +61,7 @@ def decode_png(contents: bytes | str, channels: int = 0) -> torch.Tensor:
 def convert_image_dtype(image: Any, dtype: torch.dtype, saturate: bool = False) -> torch.Tensor:
     """Converts an image's dtype, rescaling as ``tf.image.convert_image_dtype`` does.
 
-    Integers map onto [0, 1] for floats (uint8 divides by 255); floats in
-    [0, 1] map onto the integer range (times ``max + 0.5``, truncated);
-    float to float is a cast, integer to integer a shift of the scale.
+    Integers map onto [0, 1] (uint8 / 255); floats onto the integer range (times ``max + 0.5``, truncated).
 
     Args:
         image: A tensor or array.
@@ -98,13 +90,10 @@ def resize(images: Any, size: Sequence[int], method: str = "bilinear", preserve_
            antialias: bool = False) -> torch.Tensor:
     """``tf.image.resize``: ``(H, W, C)`` or ``(B, H, W, C)`` images to ``size = (height, width)``.
 
-    Returns float32 (``nearest`` keeps the dtype), as TF 2 does. Pixel
-    centres sit at half-integers (TF 2's ``half_pixel_centers``), so bilinear
-    values match TF's; ``antialias`` filters when shrinking.
+    Float32 (``nearest`` keeps the dtype) with TF 2's pixel centres, so bilinear values match TF's.
 
     Raises:
-        ValueError: For a method other than ``bilinear``, ``nearest`` or
-            ``area``, or images that are not 3-D or 4-D.
+        ValueError: For a method other than ``bilinear``, ``nearest`` or ``area``, or images that are not 3-D or 4-D.
     """
     if method not in _RESIZE_METHODS:
         raise ValueError(f"method must be one of {sorted(_RESIZE_METHODS)} (bicubic, lanczos and gaussian are not "

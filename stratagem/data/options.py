@@ -155,17 +155,20 @@ class OptimizationOptions(_OptionsBase):
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, value)
         if not name.startswith("_") and value is not None and name != "map_vectorization":
-            _warn_ignored_optimization(name)
+            warn_once(f"optimization.{name}", f"options.experimental_optimization.{name} has no effect here: tf.data's "
+                      "graph rewrites change speed only, and stratagem's pipeline ops are not a graph to rewrite.")
 
 
-_WARNED_OPTIMIZATIONS: set[str] = set()
+# NOTE: process-wide, so a setting repeated in a loop (pipelines are often rebuilt) warns once; Python's own dedup is
+# per code location and is turned off by test runners and `-W always`.
+_WARNED: set[str] = set()
 
 
-def _warn_ignored_optimization(name: str) -> None:
-    if name not in _WARNED_OPTIMIZATIONS:  # once per switch and process: pipelines are often rebuilt in loops
-        _WARNED_OPTIMIZATIONS.add(name)
-        warnings.warn(f"options.experimental_optimization.{name} has no effect here: tf.data's graph rewrites change "
-                      "speed only, and stratagem's pipeline ops are not a graph to rewrite.", stacklevel=3)
+def warn_once(key: str, message: str) -> None:
+    """Warns ``message`` (a setting that has no effect here) the first time ``key`` is seen in this process."""
+    if key not in _WARNED:
+        _WARNED.add(key)
+        warnings.warn(message, UserWarning, stacklevel=3)
 
 
 @dataclass

@@ -1,10 +1,7 @@
 """``set_seed``: makes the pipelines' unseeded random ops reproducible (``tf.random.set_seed`` for tf.data).
 
-A random op given no seed (``shuffle``, ``list_files``, ``sample_from_datasets``)
-uses the seed of the iterator, and an iterator made without one draws it
-once per dataset, from torch's global generator: torch seeds it from the OS
-at start, so unseeded pipelines differ from run to run as in TF without a
-global seed, and ``set_seed`` (or ``torch.manual_seed``) makes them repeat.
+An unseeded random op uses its iterator's seed, drawn once per dataset from torch's global generator (seeded from the
+OS), so unseeded pipelines differ between runs, as in TF, until ``set_seed`` (or ``torch.manual_seed``).
 """
 
 from __future__ import annotations
@@ -15,10 +12,8 @@ import torch
 def set_seed(seed: int) -> None:
     """Seeds the draw of every later unseeded pipeline's seed, as ``tf.random.set_seed`` does for tf.data.
 
-    It seeds torch's global generator (``torch.manual_seed``), so weight
-    initialisation is reproducible too, as with TF's global seed. Two
-    unseeded shuffles of one program still differ from each other, and each
-    epoch still reshuffles; running the program again repeats every order.
+    It is ``torch.manual_seed``, so weight initialisation repeats too. Two unseeded shuffles still differ, and each
+    epoch reshuffles; running the program again repeats every order.
 
     Example:
         >>> set_seed(42)

@@ -1,9 +1,6 @@
 """TF's small non-image ops that input functions use: ``read_file``, ``strings.split``, ``one_hot``, lookup tables.
 
-Strings in stratagem pipelines are Python ``bytes`` (as ``list_files`` yields
-them; ``str`` is accepted wherever TF takes a string). Tensors are torch
-tensors. Exposed as ``stratagem.io.read_file``, ``stratagem.strings.split``,
-``stratagem.one_hot`` and ``stratagem.lookup``.
+Strings are ``bytes`` (``str`` is accepted wherever TF takes a string); tensors are torch tensors.
 """
 
 from __future__ import annotations
@@ -24,10 +21,7 @@ def read_file(filename: bytes | str | os.PathLike[str]) -> bytes:
 
 
 def split(input: Any, sep: bytes | str | None = None, maxsplit: int = -1) -> list[Any]:  # noqa: A002 (TF's name)
-    """``tf.strings.split``: a string's pieces as a list of bytes (a list of lists for a list of strings).
-
-    ``sep=None`` splits on runs of whitespace, as TF does.
-    """
+    """``tf.strings.split``: pieces as a list of bytes (lists for a list); ``sep=None`` splits on whitespace runs."""
     if isinstance(input, (list, tuple, np.ndarray)):
         return [split(item, sep, maxsplit) for item in input]
     text = _as_bytes(input)
@@ -46,12 +40,7 @@ def one_hot(indices: Any, depth: int, on_value: float = 1.0, off_value: float = 
 
 
 class KeyValueTensorInitializer:
-    """``tf.lookup.KeyValueTensorInitializer``: the keys and values of a ``StaticHashTable``.
-
-    Args:
-        keys: Strings (``str`` or ``bytes``; kept as bytes, as TF keeps them) or integers.
-        values: One value per key: integers or floats.
-    """
+    """``tf.lookup.KeyValueTensorInitializer``: a ``StaticHashTable``'s keys (strings as bytes, or ints) and values."""
 
     def __init__(self, keys: Sequence[Any] | torch.Tensor, values: Sequence[Any] | torch.Tensor, key_dtype: Any = None,
                  value_dtype: Any = None) -> None:
@@ -95,10 +84,9 @@ class StaticHashTable:
 
 
 def index_table_from_tensor(mapping: Sequence[Any], num_oov_buckets: int = 0, default_value: int = -1) -> StaticHashTable:
-    """TF 1's ``tf.contrib.lookup.index_table_from_tensor``: each string's position in ``mapping`` (int64).
+    """TF 1's ``tf.contrib.lookup.index_table_from_tensor``: each string's int64 position in ``mapping``.
 
-    Raises:
-        ValueError: For ``num_oov_buckets`` (hash buckets for unknown strings are not offered).
+    ``num_oov_buckets`` (hash buckets for unknown strings) raises ``ValueError``: not offered.
     """
     if num_oov_buckets:
         raise ValueError("num_oov_buckets is not supported: unknown keys map to default_value. "

@@ -7,16 +7,13 @@ A TFRecord file is a sequence of records, each framed as TensorFlow frames it::
     byte   data[length]
     uint32 masked_crc32c(data)
 
-optionally compressed as one zlib (``"ZLIB"``) or gzip (``"GZIP"``) stream.
-Checksums are CRC32C (the ``crc32c`` package) masked as TF masks them. The
-reader checks both checksums of every record and raises ``DataLossError``
-naming the file and the record's offset. The dataset op over these readers is
-``stratagem.data.ops.tfrecord``; the records' contents (``tf.train.Example``)
-are ``stratagem.data.example_proto``.
+optionally compressed as one zlib or gzip stream; CRCs are masked CRC32C. The reader checks both of every record and
+raises ``DataLossError`` naming the file and offset.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import struct
 import zlib
@@ -25,6 +22,7 @@ from typing import Any, BinaryIO
 
 import crc32c as _crc32c
 import numpy as np
+from typing_extensions import override
 
 from stratagem.errors import DataLossError
 
@@ -46,19 +44,13 @@ def masked_crc32c(data: Any) -> int:
 
 
 def check_compression_type(compression_type: Any) -> str:
-    """``""``, ``"ZLIB"`` or ``"GZIP"`` from None or one of those (any case).
-
-    Raises:
-        ValueError: For any other value.
-    """
+    """``""``, ``"ZLIB"`` or ``"GZIP"`` from None or one of those (any case); ValueError for anything else."""
     text = "" if compression_type is None else getattr(compression_type, "value", compression_type)
     if isinstance(text, bytes):
         text = text.decode()
     if not isinstance(text, str) or text.upper() not in COMPRESSION_TYPES:
-        raise ValueError(
-            "compression_type must be None, '', 'ZLIB' or 'GZIP', as in TF. "
-            f"Received: compression_type={compression_type!r}"
-        )
+        raise ValueError("compression_type must be None, '', 'ZLIB' or 'GZIP', as in TF. Received: "
+                         f"compression_type={compression_type!r}")
     return text.upper()
 
 
@@ -66,15 +58,12 @@ def check_compression_type(compression_type: Any) -> str:
 class TFRecordOptions:
     """How a ``TFRecordWriter`` compresses (``tf.io.TFRecordOptions``); None keeps TF's defaults.
 
-    TF's zlib settings are the defaults here too (level 6, 15 window bits,
-    memory level 9), so a file written with the same options has the same
-    bytes as TF's.
+    TF's zlib defaults (level 6, 15 window bits, memory level 9): the same options write TF's bytes.
 
     Args:
         compression_type: None or ``""``, ``"ZLIB"`` or ``"GZIP"``.
-        flush_mode: What ``TFRecordWriter.flush`` asks of zlib: ``"NO_FLUSH"``
-            (default), ``"PARTIAL_FLUSH"``, ``"SYNC_FLUSH"`` or ``"FULL_FLUSH"``
-            (or zlib's integer constants).
+        flush_mode: What ``TFRecordWriter.flush`` asks of zlib: ``"NO_FLUSH"`` (default), ``"PARTIAL_FLUSH"``,
+            ``"SYNC_FLUSH"`` or ``"FULL_FLUSH"`` (or zlib's integer constants).
         input_buffer_size: Accepted for TF's signature; Python's zlib buffers itself.
         output_buffer_size: Accepted for TF's signature.
         window_bits: zlib window bits, 8..15 (GZIP adds the gzip wrapper).
@@ -203,9 +192,7 @@ def record_bytes(record: Any) -> bytes:
 class RecordReader:
     """Reads one TFRecord file's records in order, checking both CRCs of each.
 
-    ``offset`` is the position of the next record in the uncompressed stream;
-    opening at a non-zero offset seeks there (a compressed file is decompressed
-    up to it), which is how an iterator resumes mid-file.
+    Opening at ``offset`` (in the uncompressed stream) seeks there, decompressing up to it: how an iterator resumes.
 
     Args:
         path: The file.
@@ -215,25 +202,14 @@ class RecordReader:
     """
 
     def __init__(self, path: str, compression_type: str, *, buffer_size: int, offset: int = 0) -> None:
-        self.path, self.offset = path, 0
+        self.path, self.offset = path, offset
         self._chunk = max(int(buffer_size), 1)
-        self._file: BinaryIO | None = open(path, "rb")  # noqa: SIM115 (closed by close())
-        window_bits = {"": None, "ZLIB": 15, "GZIP": 15 + _GZIP_WINDOW_BITS}[compression_type]
-        self._window_bits = window_bits
-        self._decompressor = None if window_bits is None else zlib.decompressobj(window_bits)
+        self._file: BinaryIO | None = open_stream(path, compression_type, offset, chunk=self._chunk,
+                                                  kind="TFRecord file")
         self._buffer, self._position = b"", 0  # unread bytes are _buffer[_position:]
-        if offset and self._decompressor is None:
-            self._file.seek(offset)
-            self.offset = offset
-        elif offset:
-            self._skip(offset)
 
     def read(self) -> bytes | None:
-        """The next record, or None at the end of the file.
-
-        Raises:
-            DataLossError: A CRC does not match or the file ends inside a record.
-        """
+        """The next record, or None at the end; ``DataLossError`` if a CRC does not match or a record is cut."""
         if len(self._buffer) - self._position < _HEADER.size and not self._fill(_HEADER.size):
             return None
         buffer, start = self._buffer, self._position
@@ -267,60 +243,84 @@ class RecordReader:
             return True
         if available == 0 and not inside_record:
             return False
-        raise DataLossError(
-            f"Truncated TFRecord record at offset {self.offset} of {self.path}: the file ends {available} bytes "
-            f"into a record of at least {needed} bytes (a writer stopped mid-record, or the file was cut). "
-            f"Received: path={self.path!r}, offset={self.offset}"
-        )
+        raise DataLossError(f"Truncated TFRecord record at offset {self.offset} of {self.path}: the file ends "
+                            f"{available} bytes into a record of at least {needed} bytes (a writer stopped mid-record, "
+                            f"or the file was cut). Received: path={self.path!r}, offset={self.offset}")
 
     def _read_some(self, size: int) -> bytes:
         assert self._file is not None, "read after close"
-        if self._decompressor is None:
-            return self._file.read(size)
-        out = b""
-        while not out:
-            if self._decompressor.eof:
-                # A gzip file may hold several members back to back; each is its own stream.
-                rest = self._decompressor.unused_data
-                self._decompressor = zlib.decompressobj(self._window_bits)  # type: ignore[arg-type]
-                if not rest:
-                    rest = self._file.read(self._chunk)
-                    if not rest:
-                        return b""
-                out = self._decompress(rest, size)
-                continue
-            raw = self._decompressor.unconsumed_tail or self._file.read(self._chunk)
-            if not raw:
-                return self._decompressor.flush()
-            out = self._decompress(raw, size)
-        return out
-
-    def _decompress(self, raw: bytes, size: int) -> bytes:
-        assert self._decompressor is not None
-        try:
-            return self._decompressor.decompress(raw, size)
-        except zlib.error as err:
-            raise DataLossError(
-                f"Corrupted compressed TFRecord file {self.path} near uncompressed offset {self.offset}: {err}. "
-                f"Check compression_type matches how the file was written. Received: path={self.path!r}"
-            ) from err
-
-    def _skip(self, offset: int) -> None:
-        while self.offset < offset:
-            if not self._fill(min(offset - self.offset, self._chunk)):
-                raise DataLossError(f"Cannot resume {self.path} at offset {offset}: the file ends at {self.offset}. "
-                                    f"Received: path={self.path!r}, offset={offset}")
-            step = min(len(self._buffer), offset - self.offset)
-            self._position, self.offset = step, self.offset + step
+        return self._file.read(size)
 
     def _corrupt(self, what: str) -> DataLossError:
-        return DataLossError(
-            f"Corrupted TFRecord record at offset {self.offset} of {self.path}: {what}. The file is damaged "
-            f"or is not a TFRecord file (is compression_type right?). Received: path={self.path!r}, "
-            f"offset={self.offset}"
-        )
+        return DataLossError(f"Corrupted TFRecord record at offset {self.offset} of {self.path}: {what}. The file is "
+                             "damaged or is not a TFRecord file (is compression_type right?). Received: "
+                             f"path={self.path!r}, offset={self.offset}")
 
     def close(self) -> None:
         file, self._file = self._file, None
         if file is not None:
             file.close()
+
+
+def open_stream(path: str, compression_type: str, offset: int = 0, *, chunk: int = DEFAULT_BUFFER_SIZE,
+                kind: str = "file") -> BinaryIO:
+    """``path``'s uncompressed bytes from ``offset`` on (``""``, ``"ZLIB"`` or ``"GZIP"``; decompressed up to it).
+
+    Raises:
+        DataLossError: If the file ends before ``offset``, or (while reading) its compressed stream is corrupt.
+    """
+    if not compression_type:
+        file = open(path, "rb")  # noqa: SIM115 (the caller closes it)
+        file.seek(offset)
+        return file
+    stream = io.BufferedReader(_Decompressed(path, compression_type, chunk, kind), max(chunk, io.DEFAULT_BUFFER_SIZE))
+    skipped = 0
+    while skipped < offset:
+        step = len(stream.read(min(offset - skipped, chunk)))
+        if not step:
+            stream.close()
+            raise DataLossError(f"Cannot resume {path} at offset {offset}: the file ends at {skipped}. "
+                                f"Received: path={path!r}, offset={offset}")
+        skipped += step
+    return stream
+
+
+class _Decompressed(io.RawIOBase):
+    """The uncompressed bytes of a ZLIB or GZIP file; a gzip file's members, back to back, read as one stream."""
+
+    def __init__(self, path: str, compression_type: str, chunk: int, kind: str) -> None:
+        self._path, self._chunk, self._kind, self._position = path, chunk, kind, 0
+        self._file = open(path, "rb")  # noqa: SIM115 (closed by close())
+        self._window_bits = 15 + (_GZIP_WINDOW_BITS if compression_type == "GZIP" else 0)
+        self._decompressor = zlib.decompressobj(self._window_bits)
+
+    @override
+    def readable(self) -> bool:
+        return True
+
+    @override
+    def readinto(self, buffer: Any) -> int:
+        out = b""
+        while not out:
+            if self._decompressor.eof:  # a gzip file may hold several members back to back, each its own stream
+                raw = self._decompressor.unused_data or self._file.read(self._chunk)
+                self._decompressor = zlib.decompressobj(self._window_bits)
+            else:
+                raw = self._decompressor.unconsumed_tail or self._file.read(self._chunk)
+            if not raw:  # the file's end; a stream cut short ends here too (its reader says where)
+                return 0
+            try:
+                out = self._decompressor.decompress(raw, len(buffer))
+            except zlib.error as err:
+                raise DataLossError(
+                    f"Corrupted compressed {self._kind} {self._path} near uncompressed offset {self._position}: "
+                    f"{err}. Check compression_type matches how the file was written. Received: path={self._path!r}"
+                ) from err
+        buffer[:len(out)] = out
+        self._position += len(out)
+        return len(out)
+
+    @override
+    def close(self) -> None:
+        self._file.close()
+        super().close()

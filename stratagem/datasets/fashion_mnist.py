@@ -1,8 +1,6 @@
 """Fashion-MNIST from local IDX files, shaped like ``keras.datasets.fashion_mnist``.
 
-``load_data(path)`` reads the four standard Fashion-MNIST files (the ones
-Keras downloads) from a directory; nothing here touches the network. They have
-MNIST's names and layout, so ``mnist.load_idx_splits`` reads them.
+``load_data(path)`` reads the four files Keras downloads from a directory (MNIST's names and layout); no network.
 """
 
 from __future__ import annotations
@@ -15,16 +13,14 @@ __all__ = ["load_data"]
 
 _SOURCE = (
     "https://github.com/zalandoresearch/fashion-mnist (the data/fashion folder) "
-    "or https://storage.googleapis.com/tensorflow/tf-keras-datasets/, where "
-    "keras.datasets.fashion_mnist downloads them"
+    "or https://storage.googleapis.com/tensorflow/tf-keras-datasets/, where keras.datasets.fashion_mnist downloads them"
 )
 
 
 def load_data(path: str | os.PathLike[str]) -> Splits:
     """Loads Fashion-MNIST from a local directory of IDX files, as ``mnist.load_data`` loads MNIST.
 
-    The same four file names, arguments, errors and shapes as ``mnist.load_data``;
-    y holds class ids 0-9 (0 is T-shirt/top, 9 ankle boot).
+    Names, errors and shapes as ``mnist.load_data``; y holds class ids 0-9 (0 is T-shirt/top, 9 ankle boot).
 
     Example:
         ```python

@@ -1,11 +1,7 @@
 """Reading and writing the IDX format, the file format of MNIST and Fashion-MNIST.
 
-An IDX file is a 4-byte magic number (two zero bytes, a dtype code, the number
-of dimensions), one big-endian uint32 per dimension, then the array data in
-big-endian C order. The ``*-ubyte.gz`` files that ``keras.datasets.mnist`` and
-``keras.datasets.fashion_mnist`` use are gzipped IDX files. This module only
-converts between such files and numpy arrays; the loaders that know which
-files make up a dataset live in ``mnist.py`` and ``fashion_mnist.py``.
+An IDX file is a 4-byte magic number (two zero bytes, a dtype code, the number of dimensions), one big-endian uint32 per
+dimension, then the data in big-endian C order; MNIST's ``*-ubyte.gz`` files are gzipped IDX.
 """
 
 from __future__ import annotations
@@ -38,9 +34,7 @@ _MAX_DIM = 2**32 - 1  # Each dimension is a uint32.
 def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
     """Reads an IDX file into a numpy array.
 
-    The file is gunzipped on the fly when its name ends in ``.gz``. The
-    returned array has the file's shape and dtype (uint8, int8, int16, int32,
-    float32 or float64) in native byte order, and is writable.
+    A ``.gz`` name is gunzipped on the fly. The array has the file's shape and dtype, in native byte order, writable.
 
     Args:
         path: The IDX file, for example ``train-images-idx3-ubyte.gz``.
@@ -50,10 +44,8 @@ def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
 
     Raises:
         FileNotFoundError: If `path` does not exist.
-        ValueError: If the file is not valid IDX: a bad magic number, an
-            unknown dtype code, fewer data bytes than its dimensions say
-            (truncated), or bytes after the data; or if a ``.gz`` file is not
-            valid gzip.
+        ValueError: If the file is not valid IDX: a bad magic number, an unknown dtype code, fewer data bytes than its
+            dimensions say (truncated), or bytes after the data; or if a ``.gz`` file is not valid gzip.
 
     Example:
         >>> import tempfile, os, numpy as np
@@ -69,23 +61,16 @@ def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
     num_found = len(content) - data_offset
     if num_found < num_expected:
         raise ValueError(
-            f"IDX file {os.fspath(path)!r} is truncated: its header declares "
-            f"shape {shape} of {dtype.newbyteorder('=').name}, which needs "
-            f"{num_expected} data bytes, but only {num_found} follow the header. "
-            "The download or copy was probably cut short; fetch the file again. "
-            f"Received: path={os.fspath(path)!r}, num_data_bytes={num_found}, "
-            f"num_expected_bytes={num_expected}"
-        )
+            f"IDX file {os.fspath(path)!r} is truncated: its header declares shape {shape} of "
+            f"{dtype.newbyteorder('=').name}, which needs {num_expected} data bytes, but only {num_found} follow the "
+            "header. The download or copy was probably cut short; fetch the file again. Received: "
+            f"path={os.fspath(path)!r}, num_data_bytes={num_found}, num_expected_bytes={num_expected}")
     if num_found > num_expected:
         raise ValueError(
-            f"IDX file {os.fspath(path)!r} has {num_found - num_expected} trailing "
-            f"bytes: its header declares shape {shape} of "
-            f"{dtype.newbyteorder('=').name}, which needs exactly {num_expected} "
-            f"data bytes, but {num_found} follow the header. The header or the "
-            "data is corrupt. "
-            f"Received: path={os.fspath(path)!r}, num_data_bytes={num_found}, "
-            f"num_expected_bytes={num_expected}"
-        )
+            f"IDX file {os.fspath(path)!r} has {num_found - num_expected} trailing bytes: its header declares shape "
+            f"{shape} of {dtype.newbyteorder('=').name}, which needs exactly {num_expected} data bytes, but "
+            f"{num_found} follow the header. The header or the data is corrupt. "
+            f"Received: path={os.fspath(path)!r}, num_data_bytes={num_found}, num_expected_bytes={num_expected}")
     array = np.frombuffer(content, dtype=dtype, offset=data_offset).reshape(shape)
     # NOTE: astype copies, so the result is writable and in native byte order.
     return array.astype(dtype.newbyteorder("="))
@@ -94,17 +79,15 @@ def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
 def write_idx(path: str | os.PathLike[str], array: np.ndarray) -> None:
     """Writes a numpy array to an IDX file.
 
-    The file is gzipped when its name ends in ``.gz``. ``read_idx`` reads it
-    back with the same shape, dtype and values.
+    The file is gzipped when its name ends in ``.gz``.
 
     Args:
         path: The file to write; an existing file is replaced.
-        array: An array of dtype uint8, int8, int16, int32, float32 or
-            float64, with at most 255 dimensions, each below 2**32.
+        array: An array of dtype uint8, int8, int16, int32, float32 or float64, with at most 255 dimensions, each below
+            2**32.
 
     Raises:
-        ValueError: If the array's dtype has no IDX code, or its shape does
-            not fit the IDX header.
+        ValueError: If the array's dtype has no IDX code, or its shape does not fit the IDX header.
 
     Example:
         >>> import tempfile, os, numpy as np
@@ -118,20 +101,13 @@ def write_idx(path: str | os.PathLike[str], array: np.ndarray) -> None:
     native_dtype = array.dtype.newbyteorder("=")
     if native_dtype not in _CODE_BY_DTYPE:
         supported = ", ".join(dtype.name for dtype in _CODE_BY_DTYPE)
-        raise ValueError(
-            f"The IDX format cannot store dtype {array.dtype.name}; it supports "
-            f"{supported}. Convert first, e.g. array.astype(np.int32). "
-            f"Received: array.dtype={array.dtype.name}"
-        )
+        raise ValueError(f"The IDX format cannot store dtype {array.dtype.name}; it supports {supported}. Convert "
+                         f"first, e.g. array.astype(np.int32). Received: array.dtype={array.dtype.name}")
     if array.ndim > _MAX_NDIM or any(dim > _MAX_DIM for dim in array.shape):
-        raise ValueError(
-            "The IDX header stores at most 255 dimensions, each below 2**32. "
-            f"Received: array.shape={array.shape}"
-        )
+        raise ValueError(f"The IDX header stores at most 255 dimensions, each below 2**32. "
+                         f"Received: array.shape={array.shape}")
     code = _CODE_BY_DTYPE[native_dtype]
-    header = bytes([0, 0, code, array.ndim]) + struct.pack(
-        f">{array.ndim}I", *array.shape
-    )
+    header = bytes([0, 0, code, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
     data = np.ascontiguousarray(array, dtype=_DTYPE_BY_CODE[code]).tobytes()
     # NOTE: mtime=0 so that the same array always gives the same bytes.
     gzipped = os.fspath(path).endswith(".gz")
@@ -148,49 +124,29 @@ def _read_bytes(path: str | os.PathLike[str]) -> bytes:
         with gzip.open(path, "rb") as file:
             return file.read()
     except (gzip.BadGzipFile, EOFError) as err:
-        raise ValueError(
-            f"{os.fspath(path)!r} ends in .gz but is not a complete gzip file "
-            f"({err}). A cut-short download gives this; fetch the file again, "
-            "or drop the .gz suffix if the file was already unpacked. "
-            f"Received: path={os.fspath(path)!r}"
-        ) from err
+        raise ValueError(f"{os.fspath(path)!r} ends in .gz but is not a complete gzip file ({err}). A cut-short "
+                         "download gives this; fetch the file again, or drop the .gz suffix if the file was already "
+                         f"unpacked. Received: path={os.fspath(path)!r}") from err
 
 
-def _parse_header(
-    path: str | os.PathLike[str], content: bytes
-) -> tuple[np.dtype, tuple[int, ...], int]:
+def _parse_header(path: str | os.PathLike[str], content: bytes) -> tuple[np.dtype, tuple[int, ...], int]:
     """Returns (big-endian dtype, shape, offset of the data) from an IDX header."""
     magic = content[:4]
     if len(magic) < 4 or magic[:2] != b"\x00\x00":
-        hint = (
-            " The file looks gzipped; give it a .gz suffix."
-            if magic[:2] == _GZIP_MAGIC
-            else ""
-        )
-        raise ValueError(
-            f"{os.fspath(path)!r} is not an IDX file: the magic number must be "
-            "4 bytes starting with two zero bytes (00 00, dtype code, ndim)."
-            f"{hint} Received: path={os.fspath(path)!r}, magic={magic.hex(' ')!r}"
-        )
+        hint = " The file looks gzipped; give it a .gz suffix." if magic[:2] == _GZIP_MAGIC else ""
+        raise ValueError(f"{os.fspath(path)!r} is not an IDX file: the magic number must be 4 bytes starting with two "
+                         f"zero bytes (00 00, dtype code, ndim).{hint} Received: path={os.fspath(path)!r}, "
+                         f"magic={magic.hex(' ')!r}")
     code, ndim = magic[2], magic[3]
     if code not in _DTYPE_BY_CODE:
-        known = ", ".join(
-            f"0x{known_code:02X} ({dtype.newbyteorder('=').name})"
-            for known_code, dtype in _DTYPE_BY_CODE.items()
-        )
-        raise ValueError(
-            f"{os.fspath(path)!r} has an unknown IDX dtype code 0x{code:02X}; "
-            f"expected one of {known}. "
-            f"Received: path={os.fspath(path)!r}, dtype_code=0x{code:02X}"
-        )
+        known = ", ".join(f"0x{known_code:02X} ({dtype.newbyteorder('=').name})"
+                          for known_code, dtype in _DTYPE_BY_CODE.items())
+        raise ValueError(f"{os.fspath(path)!r} has an unknown IDX dtype code 0x{code:02X}; expected one of {known}. "
+                         f"Received: path={os.fspath(path)!r}, dtype_code=0x{code:02X}")
     data_offset = 4 + 4 * ndim
     if len(content) < data_offset:
-        raise ValueError(
-            f"IDX file {os.fspath(path)!r} is truncated: its magic number "
-            f"declares {ndim} dimensions, which need a {data_offset}-byte header, "
-            f"but the file has only {len(content)} bytes. Fetch the file again. "
-            f"Received: path={os.fspath(path)!r}, num_bytes={len(content)}, "
-            f"ndim={ndim}"
-        )
+        raise ValueError(f"IDX file {os.fspath(path)!r} is truncated: its magic number declares {ndim} dimensions, "
+                         f"which need a {data_offset}-byte header, but the file has only {len(content)} bytes. Fetch "
+                         f"the file again. Received: path={os.fspath(path)!r}, num_bytes={len(content)}, ndim={ndim}")
     shape = struct.unpack(f">{ndim}I", content[4:data_offset])
     return _DTYPE_BY_CODE[code], shape, data_offset

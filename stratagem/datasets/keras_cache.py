@@ -1,13 +1,8 @@
 """Datasets from Keras's own cache: what ``keras.datasets.<name>.load_data()`` reads, under the same names.
 
-Keras keeps downloaded datasets in ``$KERAS_HOME/datasets`` (``~/.keras/datasets``
-when ``KERAS_HOME`` is unset, ``/tmp/.keras`` when the home folder is not writable):
-``mnist.npz`` (arrays ``x_train``, ``y_train``, ``x_test``, ``y_test``) and
-``fashion-mnist/`` (four gzipped IDX files). A file already there is read as it is;
-a missing one is downloaded from Keras's origin (with a timeout, checked against
-Keras's SHA-256 where Keras has one, and renamed into place whole). Offline, the
-error names the file to place and the bundled alternative, ``stratagem.datasets.
-digits``. Nothing read here runs code: ``.npz`` files load without pickle.
+Keras's cache is ``$KERAS_HOME/datasets`` (``~/.keras/datasets``, or ``/tmp/.keras`` if home is not writable). A
+missing file is downloaded from Keras's origin (with a timeout, Keras's SHA-256 checked, renamed into place whole);
+offline, the error names the file to place. Nothing read here runs code: ``.npz`` files load without pickle.
 """
 
 from __future__ import annotations
@@ -40,12 +35,7 @@ def keras_home() -> Path:
 
 
 def cached_file(fname: str, *, subdir: str = "datasets", sha256: str | None = None) -> Path:
-    """The path of ``fname`` in Keras's cache, downloaded first if it is not there.
-
-    Raises:
-        FileNotFoundError: If the file is missing and cannot be downloaded; the
-            message names the path to place it at and the bundled alternative.
-    """
+    """The path of ``fname`` in Keras's cache, downloaded first if missing (else FileNotFoundError naming where)."""
     target = keras_home() / subdir / fname
     if target.is_file():
         return target
@@ -54,11 +44,10 @@ def cached_file(fname: str, *, subdir: str = "datasets", sha256: str | None = No
         _download(url, target, sha256=sha256)
     except OSError as err:  # URLError, timeouts and refused connections are OSErrors
         raise FileNotFoundError(
-            f"{fname} is not in Keras's dataset cache and could not be downloaded ({type(err).__name__}: {err}). "
-            f"Place the file Keras downloads ({url}) at {target} (set KERAS_HOME to use another cache folder), "
-            "or train on the bundled digits with no download: "
-            "`(x_train, y_train), (x_test, y_test) = stratagem.datasets.digits.load_data()`. "
-            f"Received: KERAS_HOME={os.environ.get('KERAS_HOME')!r}") from err
+            f"{fname} is not in Keras's dataset cache and could not be downloaded ({type(err).__name__}: {err}). Place "
+            f"the file Keras downloads ({url}) at {target} (set KERAS_HOME to use another cache folder), or train on "
+            "the bundled digits with no download: `(x_train, y_train), (x_test, y_test) = "
+            f"stratagem.datasets.digits.load_data()`. Received: KERAS_HOME={os.environ.get('KERAS_HOME')!r}") from err
     return target
 
 

@@ -1,20 +1,13 @@
 """``horovod.torch``'s API on torch.distributed: ``import stratagem.horovod as hvd``.
 
-Horovod's PyTorch binding does not build against recent torch; scripts written
-for it run here with the import line changed and ``stratagem run -np N``
-(or ``-H host1:2,host2:2``, ``--hostfile``) in place of ``horovodrun``.
-Modules: ``basics`` (init, ranks, process sets), ``ops`` (collectives),
-``grouped`` (grouped and sparse collectives), ``exceptions``, ``compression``, ``optimizer`` (``DistributedOptimizer``),
-``broadcast`` (parameters, optimizer state), ``objects`` (objects without
-pickle), ``sync_batch_norm``. ``hvd.elastic`` is the elastic-training
-submodule, imported on first use. Differences from Horovod are listed in
-``ops`` and in each function's docstring.
+Horovod's PyTorch binding does not build against recent torch; its scripts run here with the import line changed and
+``stratagem run -np N`` (or ``-H``, ``--hostfile``) for ``horovodrun``. ``hvd.elastic`` is imported on first use.
+Differences from Horovod are listed in ``ops`` and in each function's docstring.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from stratagem import _lazy_imports
 
 # Each module's public names are hvd's (Horovod's horovod.torch names); ops comes after the broadcast module, so
 # hvd.broadcast is the collective.
@@ -36,8 +29,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # hvd.elastic (Horovod's elastic API) is a submodule loaded on first use, as `import horovod.torch.elastic`.
-    if name == "elastic":
-        return importlib.import_module("stratagem.horovod.elastic")
-    raise AttributeError(f"module 'stratagem.horovod' has no attribute {name!r}")
+# Submodules (hvd.elastic, Horovod's elastic API) are imported on first use, as `import horovod.torch.elastic`.
+__getattr__, __dir__ = _lazy_imports.hooks(__name__, globals(), {})

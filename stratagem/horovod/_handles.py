@@ -1,21 +1,18 @@
 """The integer handles of Horovod's ``_async`` operations: ``poll`` and ``synchronize``.
 
-An ``_async`` operation starts its torch collective(s) and registers the
-``Work`` objects with a ``finish`` function that turns the buffers into the
-result once they are done. A handle is complete when every one of its works
-is, so ``poll`` answers False while data is still moving. A named operation
-that other ranks have not issued yet is deferred (``_negotiation``): its
-handle starts empty, ``poll`` answers False, and ``synchronize`` asks the
-other ranks round by round until they issue it.
+A handle holds the torch ``Work`` objects of its collectives and a ``finish`` that builds the result after them. A
+named operation the other ranks have not issued yet is deferred (``_negotiation``): its handle starts empty, ``poll``
+answers False, and ``synchronize`` asks the other ranks round by round until they issue it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import itertools
-from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import torch.distributed as dist
 
@@ -44,15 +41,11 @@ _handle_ids = itertools.count(1)
 
 
 def check_name(operation: str, name: str | None) -> None:
-    """Refuses a name that an operation still in flight carries (Horovod's duplicate-name error).
-
-    Called before anything is sent, on every rank alike, so no peer waits.
-    """
+    """Refuses the name of an operation still in flight (Horovod's error), before anything is sent: no peer waits."""
     if name is not None and any(p.name == name for p in _pending.values()):
         raise ValueError(
-            f"{operation}: an operation named {name!r} is still in flight. Horovod requires the names of "
-            "concurrent operations to be unique: synchronize the first one, or pass another name. "
-            f"Received: name={name!r}")
+            f"{operation}: an operation named {name!r} is still in flight. Horovod requires the names of concurrent "
+            f"operations to be unique: synchronize the first one, or pass another name. Received: name={name!r}")
 
 
 def register(operation: str, works: Sequence[Any], finish: Callable[[], Any], name: str | None = None) -> int:
@@ -63,11 +56,7 @@ def register(operation: str, works: Sequence[Any], finish: Callable[[], Any], na
 
 def start_named(operation: str, name: str | None, call: _negotiation.Call, process_set: basics.ProcessSet,
                 start: Callable[[list[_negotiation.Call]], tuple[Sequence[Any], Callable[[], Any]]]) -> int:
-    """Checks ``call``, named ``name``, with the other ranks, starts it with ``start(calls)`` and returns its handle.
-
-    A named call that the other ranks have not issued yet is deferred: its
-    handle starts empty and ``start`` runs when they do.
-    """
+    """Checks ``call`` with the other ranks and starts it with ``start(calls)`` (deferred while a name waits)."""
     check_name(operation, name)
     call = dataclasses.replace(call, name=_negotiation.name_code(name), deferrable=name is not None)
     group, members = basics.group_of(process_set), process_set.size()
@@ -133,16 +122,15 @@ def synchronize(handle: int) -> Any:
     return pending.finish()
 
 
-class _internal_errors:
+@contextlib.contextmanager
+def _internal_errors() -> Iterator[None]:
     """Re-raises a failed collective's ``RuntimeError`` as ``HorovodInternalError``, as Horovod's synchronize does."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, traceback: Any) -> Literal[False]:
-        if error is not None and type(error) is RuntimeError:
+    try:
+        yield
+    except RuntimeError as error:
+        if type(error) is RuntimeError:
             raise HorovodInternalError(str(error)) from error
-        return False
+        raise
 
 
 def clear() -> None:

@@ -1,30 +1,13 @@
 """Checks each collective against the other ranks before its data moves, and lets joined ranks stand in.
 
-Horovod's coordinator compares every operation across ranks (type, dtype,
-shape, root, reduction) before any data moves, so a mismatch is an error on
-every rank. torch.distributed has no coordinator: gloo, handed buffers of
-different sizes, aborts the process. So before each data collective the ranks
-all-gather a fixed-size record of their call (one int64 tensor of 125
-entries: the call, and up to 4 deferred calls) and all raise ``HorovodInternalError`` if the records disagree;
-nothing is sent. The same record carries ``hvd.join``: a rank inside
-``join`` answers each record with JOIN, takes part in the others'
-all-reduces with zeros, and leaves when every rank has joined.
-
-Horovod matches operations by name, so a named ``_async`` operation may be
-issued on one rank before another rank has reached it while both go on with
-other collectives (Horovod's own tests issue one, a barrier, then the other
-rank's). Such a call is deferrable: when the other ranks are at a different
-call, it waits in this rank's deferred list (carried in every later record)
-and the program goes on; as soon as every rank has issued that name, each
-starts it in the same round. Unnamed and blocking calls keep matching by call
-order, and ranks that all wait on calls nobody else will make raise instead
-of hanging. A rank that deferred a call goes on to its next checked
-collective; ``SyncBatchNorm``'s per-layer collectives are not checked, so a
-rank must not reach one while another rank waits at a different call (in
-Horovod that program stalls).
-
-What goes on the wire is decided here too: gloo has no 16-bit integers, so
-those travel widened (exact) and are cast back.
+torch.distributed has no coordinator and gloo aborts the process on buffers of different sizes, so before each data
+collective the ranks all-gather a fixed-size record of their call (125 int64: the call and up to 4 deferred calls) and
+all raise ``HorovodInternalError`` if the records disagree, as Horovod's coordinator does. A rank inside ``hvd.join``
+answers with JOIN and adds zeros to the others' all-reduces. A named ``_async`` call may wait in this rank's deferred
+list while the program goes on (Horovod matches by name) and starts in the round where every rank has issued it;
+unnamed and blocking calls match by call order, and ranks all waiting on calls nobody makes raise instead of hanging.
+``SyncBatchNorm``'s per-layer collectives are not checked: a rank must not reach one while another waits at a
+different call (Horovod stalls there too). gloo has no 16-bit integers: those travel widened (exact).
 """
 
 from __future__ import annotations
@@ -125,15 +108,13 @@ def negotiate(call: Call, group: dist.ProcessGroup | None, members: int,
               start: Callable[[list[Call] | HorovodInternalError], None] | None = None) -> list[Call] | None:
     """All-gathers every member's ``call`` and checks that they agree; returns the calls in member order.
 
-    With ``start`` and a deferrable ``call``: if the other members are at
-    other calls, ``call`` is deferred (``start`` runs in a later round, when
-    every member has issued it) and ``None`` is returned. Deferred calls of
-    this rank that every member has issued start here, in the same round on
-    every member. A ``WAIT`` call returns after one round.
+    With ``start`` and a deferrable ``call``: if the other members are at other calls, ``call`` is deferred (``start``
+    runs in a later round, when every member has issued it) and ``None`` is returned. Deferred calls of this rank that
+    every member has issued start here, in the same round on every member. A ``WAIT`` call returns after one round.
 
     Raises:
-        HorovodInternalError: On every member, if the calls disagree, or if a
-            rank has joined and ``call`` is not an all-reduce (Horovod refuses those too).
+        HorovodInternalError: On every member, if the calls disagree, or if a rank has joined and ``call`` is not an
+            all-reduce (Horovod refuses those too).
     """
     assert start is not None or not call.deferrable, "a deferrable call needs the start it defers"
     while True:
@@ -159,10 +140,9 @@ def negotiate(call: Call, group: dist.ProcessGroup | None, members: int,
         active = [(index, c) for index, c in enumerate(calls) if c.kind is not Kind.JOIN]
         crowded = [index for index, (c, deferred) in enumerate(rounds) if c.deferrable and len(deferred) == _MAX_DEFERRED]
         if _waits_for_names(active) and crowded:
-            raise HorovodInternalError(
-                f"[rank {basics.rank()}] Ranks {crowded} have {_MAX_DEFERRED} named _async operations waiting for "
-                "other ranks to issue them already, the most a rank may have. Synchronize some first, or issue "
-                "them in the same order on every rank.")
+            raise HorovodInternalError(f"[rank {basics.rank()}] Ranks {crowded} have {_MAX_DEFERRED} named _async "
+                                       "operations waiting for other ranks to issue them already, the most a rank may "
+                                       "have. Synchronize some first, or issue them in the same order on every rank.")
         if _waits_for_names(active):
             # Calls of different names: the deferrable ones wait for their names, the others ask again.
             if call.deferrable and start is not None:
@@ -172,14 +152,12 @@ def negotiate(call: Call, group: dist.ProcessGroup | None, members: int,
         problem = disagreement(active)
         if problem is None and len(active) < members and call.kind not in (Kind.ALLREDUCE, Kind.GRADIENTS):
             joined = [index for index, c in enumerate(calls) if c.kind is Kind.JOIN]
-            problem = (f"{call.kind.name.lower()} is not supported while ranks have called hvd.join() (as in "
-                       f"Horovod): only all-reduces continue with zeros from joined ranks. Received: joined "
-                       f"ranks={joined}")
+            problem = (f"{call.kind.name.lower()} is not supported while ranks have called hvd.join() (as in Horovod): "
+                       f"only all-reduces continue with zeros from joined ranks. Received: joined ranks={joined}")
         if problem is None and call.kind is Kind.WAIT:
             pending = {index: [d.kind.name.lower() for d in deferred] for index, (_, deferred) in enumerate(rounds)}
             problem = ("Every rank is waiting for named operations that no other rank has issued, so none can "
-                       "complete. Issue the same names on every rank. Received: waiting operations by rank="
-                       f"{pending}")
+                       f"complete. Issue the same names on every rank. Received: waiting operations by rank={pending}")
         if problem is not None:
             raise HorovodInternalError(f"[rank {basics.rank()}] {problem}")
         return calls
@@ -203,11 +181,7 @@ def _issued_everywhere(rounds: list[tuple[Call, list[Call]]]) -> tuple[Kind, int
 
 
 def wait_round(group: dist.ProcessGroup | None, members: int) -> None:
-    """One round of ``synchronize`` on a deferred call: the other ranks may issue it now.
-
-    Raises:
-        HorovodInternalError: On every member, if no member can make progress.
-    """
+    """One round of ``synchronize`` on a deferred call; ``HorovodInternalError`` on every member if none can go on."""
     negotiate(Call(Kind.WAIT), group, members)
 
 
@@ -243,11 +217,7 @@ def disagreement(calls: list[tuple[int, Call]]) -> str | None:
 
 
 def join() -> int:
-    """Horovod's ``join`` on the world: stand in for the other ranks' all-reduces until all have joined.
-
-    Returns:
-        The rank that joined last (the highest of those that joined in the final round).
-    """
+    """Horovod's ``join``: stands in for the others' all-reduces until all have joined; returns the last to join."""
     size, first = basics.size(), True
     while True:
         calls = [current for current, _ in _exchange(Call(Kind.JOIN, first_join=first), None, size)]

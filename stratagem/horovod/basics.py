@@ -1,11 +1,8 @@
 """Horovod's process basics on torch.distributed: ``init``/``shutdown``, who this process is, process sets.
 
-``init`` reads the job's layout from the environment the launcher sets
-(``stratagem run``, torchrun, ``TF_CONFIG`` or SLURM; see
-``stratagem.launcher.environment``) and joins the process group with the
-job's timeout: gloo for CPU tensors, and NCCL for CUDA tensors where CUDA is
-available. A script started without a launcher is a job of size 1, as under
-Horovod. The collectives themselves live in ``collectives.py``.
+``init`` reads the job's layout from the launcher's environment (``stratagem run``, torchrun, ``TF_CONFIG``, SLURM) and
+joins the process group: gloo for CPU tensors, NCCL for CUDA ones. Without a launcher the job has size 1, as under
+Horovod. The collectives live in ``ops``.
 """
 
 from __future__ import annotations
@@ -54,10 +51,8 @@ _runtime = _Runtime()
 class ProcessSet:
     """A subset of the job's processes that collectives can be limited to (Horovod's ``hvd.ProcessSet``).
 
-    Build it on every process with the same ranks, then register it with
-    ``hvd.init(process_sets=[...])`` or ``hvd.add_process_set`` (a collective:
-    every process calls it). Ranks are global ranks; so is ``root_rank`` of a
-    broadcast within a set.
+    Build it on every process, then register it with ``hvd.init(process_sets=[...])`` or ``hvd.add_process_set`` (a
+    collective). Ranks are global ranks, ``root_rank`` of a broadcast within a set too.
 
     Args:
         ranks: Global ranks of the members, or ``None`` for every process.
@@ -106,10 +101,8 @@ def init(comm: object | None = None, process_sets: Sequence[ProcessSet] | None =
 
     Raises:
         ValueError: If ``comm`` is given: there is no MPI here.
-        ConfigurationError: If the environment describes a malformed job, or
-            a task outside the all-reduce group (``ps``, ``evaluator``).
-        CollectiveTimeoutError: If a peer does not join within the timeout
-            (``stratagem run --timeout`` / ``STRATAGEM_TIMEOUT_S``, default 300 s).
+        ConfigurationError: For a malformed job, or a task outside the all-reduce group (``ps``, ``evaluator``).
+        CollectiveTimeoutError: If a peer does not join within ``STRATAGEM_TIMEOUT_S`` (default 300 s).
 
     Example:
         >>> import stratagem.horovod as hvd
@@ -119,9 +112,8 @@ def init(comm: object | None = None, process_sets: Sequence[ProcessSet] | None =
     """
     if comm is not None:
         raise ValueError(
-            "stratagem.horovod runs on torch.distributed, not MPI, so an MPI communicator cannot be used. "
-            "Call hvd.init() without comm and start the job with `stratagem run -np N script.py`. "
-            f"Received: comm={comm!r}")
+            "stratagem.horovod runs on torch.distributed, not MPI, so an MPI communicator cannot be used. Call "
+            f"hvd.init() without comm and start the job with `stratagem run -np N script.py`. Received: comm={comm!r}")
     if _runtime.layout is None:
         _runtime.layout = _join_job()
         atexit.register(shutdown)
@@ -217,11 +209,7 @@ def timeout_s() -> float:
 
 
 def add_process_set(process_set: ProcessSet | Sequence[int]) -> ProcessSet:
-    """Registers a process set; a collective that every process of the job calls in the same order.
-
-    Raises:
-        ValueError: If a rank is outside the job.
-    """
+    """Registers a process set; a collective that every process calls in the same order (ValueError: rank outside)."""
     if not isinstance(process_set, ProcessSet):
         process_set = ProcessSet(process_set)
     members = process_set._members()

@@ -19,8 +19,7 @@ def broadcast_parameters(params: Mapping[str, torch.Tensor] | Iterable[Any], roo
     """Overwrites every process's tensors with ``root_rank``'s, in place.
 
     Args:
-        params: ``model.state_dict()`` (buffers included), ``model.named_parameters()``
-            or ``model.parameters()``.
+        params: ``model.state_dict()`` (buffers included), ``model.named_parameters()`` or ``model.parameters()``.
         root_rank: The global rank whose values win.
         process_set: Limit the broadcast to a registered ``ProcessSet``.
 
@@ -54,12 +53,9 @@ def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int,
                               process_set: ProcessSet = global_process_set) -> None:
     """Gives every process ``root_rank``'s optimizer state: hyperparameters and per-parameter slots.
 
-    Works before the first step too (empty state): the other ranks then start
-    empty as well, and, as Horovod's initialisation does, every trainable
-    parameter without a gradient gets a zero one (a ``DistributedOptimizer``
-    then all-reduces it on every rank alike). Unlike Horovod, no optimizer
-    step is taken to create the state, so parameters are not touched. Each
-    rank's optimizer must be built over the same parameters in the same order.
+    Works before the first step (empty state): as Horovod, every trainable parameter without a gradient gets a zero one,
+    but no optimizer step is taken, so parameters are not touched. Every rank builds its optimizer over the same
+    parameters in the same order.
 
     Raises:
         TypeError: If ``optimizer`` is not a torch optimizer (or ``DistributedOptimizer``).

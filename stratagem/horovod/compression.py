@@ -1,9 +1,7 @@
 """Horovod's gradient compressors, ``Compression.none`` and ``Compression.fp16``: names over ``distribute.compression``.
 
-A compressor turns a tensor into what travels (``compress`` returns it and a
-context) and back (``decompress``), around the all-reduce. Users may write
-their own with the same two static methods, as in Horovod. The casts are
-``stratagem.distribute.compression``'s, the package's one compression module.
+A compressor's ``compress`` returns what travels and a context, ``decompress`` turns it back; users may write their own
+with these two static methods, as in Horovod.
 """
 
 from __future__ import annotations

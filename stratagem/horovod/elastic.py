@@ -1,16 +1,9 @@
 """``hvd.elastic``: Horovod's elastic-training API over ``stratagem run --nnodes MIN:MAX``.
 
-Horovod retries a failed step inside the same processes; under
-torch.distributed.elastic the agents restart the worker processes instead
-(a lost host is dropped, a new one joins at the next rendezvous). So here a
-commit must outlive the process: ``TorchState.commit()`` also writes the state
-to the file named by ``STRATAGEM_ELASTIC_STATE`` (a training state of
-``stratagem.checkpoint.state``: written atomically, read by the one reader, which
-runs no code from it), and ``run`` restores it on the next start, then syncs every rank
-from rank 0. Without that variable commits stay in memory, as Horovod's, and
-a restart begins from the initial state. ``ElasticSampler`` shards the
-examples not yet processed in the epoch over the current workers; every rank
-records every rank's batches, so rank 0's commit holds what the job processed.
+Horovod retries a failed step inside the same processes; torch's elastic agents restart the processes instead, so a
+commit must outlive them: ``TorchState.commit()`` also writes a ``stratagem.checkpoint.state`` training state to the
+file ``STRATAGEM_ELASTIC_STATE`` names, which ``run`` restores on the next start and syncs from rank 0 (without it,
+commits stay in memory as Horovod's). ``ElasticSampler`` shards the epoch's unprocessed examples over the workers.
 """
 
 from __future__ import annotations
@@ -63,10 +56,8 @@ class ElasticSampler(torch.utils.data.Sampler[int]):
     def record_batch(self, batch_idx: int, batch_size: int) -> None:
         """Marks the ``batch_idx``-th batch of every rank's last iteration as processed.
 
-        Every rank records the whole global batch, as Horovod's sampler counts
-        ``batch_size * num_replicas`` examples: the shards are known on every
-        rank, so rank 0's commit alone holds what the job processed, and a
-        restart whose other ranks are new processes repeats nothing.
+        Every rank records the whole global batch (Horovod counts ``batch_size * num_replicas``), so rank 0's commit
+        alone holds what the job processed and a restart with new processes repeats nothing.
         """
         for shard in self._iterated:
             self.record_indices(shard[batch_idx * batch_size:(batch_idx + 1) * batch_size])
@@ -182,11 +173,7 @@ class TorchState:
             getattr(self, name).load_state_dict(sampler_state)
 
     def sync(self) -> None:
-        """Makes every rank's state rank 0's: model, optimizer, values and samplers.
-
-        The synced state is also saved, so a later ``restore()`` brings back the
-        same state on every rank (not each rank's own values from before the sync).
-        """
+        """Makes every rank's state rank 0's, and saves it, so a later ``restore()`` is the same on every rank."""
         if self.model is not None:
             broadcast_parameters(self.model.state_dict(), root_rank=0)
         if self.optimizer is not None:
@@ -206,9 +193,8 @@ class TorchState:
 def run(func: Callable[..., Any]) -> Callable[..., Any]:
     """Horovod's ``@hvd.elastic.run``: ``func(state, ...)`` starts from the last committed state, synced.
 
-    On a restart (the elastic agents start the workers again after a lost or
-    added host) the state committed to ``STRATAGEM_ELASTIC_STATE`` is loaded
-    first. A failure inside ``func`` ends this process; the agents restart it.
+    On a restart the state committed to ``STRATAGEM_ELASTIC_STATE`` is loaded first. A failure inside ``func`` ends this
+    process; the agents restart it.
     """
 
     @functools.wraps(func)

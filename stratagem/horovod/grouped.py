@@ -1,10 +1,8 @@
 """Horovod's grouped and sparse operations: several tensors under one handle.
 
-``grouped_allreduce`` fuses the tensors of each dtype into one flat buffer
-(one collective per dtype, Horovod's tensor fusion); ``grouped_allgather``
-and ``grouped_reducescatter`` run one collective per tensor under a single
-handle. ``sparse_allreduce_async`` all-gathers a sparse tensor's indices and
-values, as Horovod does, and returns a function that builds the result.
+``grouped_allreduce`` sends one flat buffer per dtype (Horovod's fusion); ``grouped_allgather`` and
+``grouped_reducescatter`` run one collective per tensor under one handle; ``sparse_allreduce_async`` all-gathers indices
+and values, as Horovod does.
 """
 
 from __future__ import annotations
@@ -82,8 +80,7 @@ def grouped_allreduce(tensors: Sequence[torch.Tensor], average: bool | None = No
                       process_set: ProcessSet = global_process_set) -> list[torch.Tensor]:
     """Returns each of ``tensors`` reduced over the processes, sent together; the inputs are unchanged.
 
-    Differentiable for ``Sum`` and ``Average``: each gradient is the same
-    grouped reduction of the gradients, as in Horovod.
+    Differentiable for ``Sum`` and ``Average``: each gradient is the same grouped reduction of the gradients.
     """
     tensors = _check_tensors("grouped_allreduce", tensors)
     reduction = ops.resolve_op(average, op)
@@ -128,8 +125,7 @@ def grouped_allgather(tensors: Sequence[torch.Tensor], name: str | None = None,
                       process_set: ProcessSet = global_process_set) -> list[torch.Tensor]:
     """Concatenates every rank's tensors, each along axis 0 in rank order (Horovod's ``grouped_allgather``).
 
-    Differentiable, as ``allgather``: each tensor's gradient is its rows of the
-    ranks' averaged gradients, all of them in one grouped all-reduce.
+    Differentiable, as ``allgather``, with one grouped all-reduce of the gradients.
     """
     tensors = _check_tensors("grouped_allgather", tensors)
     if any(t.requires_grad for t in tensors):
@@ -180,9 +176,7 @@ def grouped_reducescatter(tensors: Sequence[torch.Tensor], name: str | None = No
                           postscale_factor: float = 1.0) -> list[torch.Tensor]:
     """Reduces each tensor over the processes and returns this rank's share of each (Horovod's split).
 
-    Differentiable for ``Sum`` and ``Average``, as ``reducescatter``: each
-    gradient is the all-gather of the shares' gradients (times the process
-    count for ``Sum``), all of them under one grouped all-gather.
+    Differentiable for ``Sum`` and ``Average``, as ``reducescatter``, with one grouped all-gather of the gradients.
     """
     tensors = _check_tensors("grouped_reducescatter", tensors)
     reduction = ops.resolve_op(None, op)
@@ -209,9 +203,8 @@ def sparse_allreduce_async(tensor: torch.Tensor, name: str | None, op: ReduceOp 
                            process_set: ProcessSet = global_process_set) -> Callable[[], torch.Tensor]:
     """Starts the reduction of a sparse COO tensor; returns a function that waits and returns the sparse result.
 
-    As in Horovod, every rank's indices and values are all-gathered (a sparse
-    sum concatenates entries; repeated indices add up when the result is
-    coalesced or used), and ``Average`` divides the values by the number of processes.
+    As in Horovod, every rank's indices and values are all-gathered (a sparse sum concatenates entries; repeated indices
+    add up when the result is coalesced or used), and ``Average`` divides the values by the number of processes.
     """
     ops.check_tensor("sparse_allreduce_async", tensor)
     if not tensor.is_sparse:

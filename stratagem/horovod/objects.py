@@ -1,8 +1,7 @@
 """``broadcast_object`` and ``allgather_object``: plain data between the job's processes, never pickled.
 
-Objects travel as the package's value messages (``stratagem.distribute.ps.results``: a JSON tree plus raw tensor
-bytes) inside uint8 tensors on the job's process group; see that module for
-what an object may hold and why nothing is unpickled.
+Objects travel as the package's value messages (``stratagem.distribute.ps.results``: JSON plus raw tensor bytes) in
+uint8 tensors on the job's process group.
 """
 
 from __future__ import annotations
@@ -25,16 +24,14 @@ def broadcast_object(obj: Any, root_rank: int = 0, name: str | None = None,
     """Returns ``root_rank``'s ``obj`` on every process (the root gets its own object back).
 
     Args:
-        obj: None, bool, int, float, str, bytes, tensors, NumPy arrays, and
-            lists, tuples and dicts of them. Other types raise ``TypeError``:
-            Horovod pickles, but bytes from the network are never unpickled here.
+        obj: None, bool, int, float, str, bytes, tensors, NumPy arrays, and lists, tuples and dicts of them. Other types
+            raise ``TypeError``: Horovod pickles, but bytes from the network are never unpickled here.
         root_rank: The global rank whose object is sent.
         name: Accepted for Horovod's signature.
         process_set: Limit the broadcast to a registered ``ProcessSet``.
 
     Raises:
-        TypeError: On the root, for an unsupported type; the other ranks then
-            raise ``RuntimeError`` instead of waiting.
+        TypeError: On the root, for an unsupported type; the other ranks then raise ``RuntimeError`` instead of waiting.
 
     Example:
         >>> state = hvd.broadcast_object({"epoch": epoch}, root_rank=0)  # doctest: +SKIP
@@ -59,8 +56,7 @@ def allgather_object(obj: Any, name: str | None = None, process_set: ProcessSet 
     """Returns every process's ``obj``, in rank order (the types ``broadcast_object`` takes).
 
     Raises:
-        TypeError: On a rank whose object has an unsupported type; the other
-            ranks raise ``RuntimeError`` naming it.
+        TypeError: On a rank whose object has an unsupported type; the other ranks raise ``RuntimeError`` naming it.
 
     Example:
         >>> hvd.allgather_object({"rank": hvd.rank()})  # doctest: +SKIP

@@ -1,22 +1,10 @@
 """Horovod's collective operations (``horovod.torch.mpi_ops``) on torch.distributed.
 
-Every operation has Horovod's name and arguments: ``allreduce``, ``allgather``,
-``broadcast``, ``alltoall``, ``reducescatter`` with their ``_async`` and
-in-place ``_`` forms, ``barrier``, ``join``, and ``poll``/``synchronize`` for
-handles (``_handles``); the grouped and sparse forms live in ``grouped``.
-Before its data moves, each operation is checked against the other ranks
-(``_negotiation``): mismatched operations, dtypes, shapes, roots or
-reductions raise ``HorovodInternalError`` on every rank, and a rank inside
-``join`` stands in for the all-reduces of the others.
-
-Differences from Horovod, each for a reason given where it happens: calls
-without a ``name`` (and grouped, ``alltoall`` and ``barrier`` calls) are
-matched by the order ranks make them, as with torch.distributed; a named
-``allreduce``/``allgather``/``broadcast``/``reducescatter`` waits, as in
-Horovod, until every rank has issued its name (at most 4 waiting per rank;
-``_negotiation``); ``Adasum`` is not implemented. ``allreduce`` (Sum,
-Average), ``allgather``, ``broadcast``, ``alltoall`` and ``reducescatter``
-are differentiable, with Horovod's gradients.
+Each operation has Horovod's name, arguments, ``_async`` and in-place ``_`` forms, and gradients; grouped and sparse
+forms live in ``grouped``, handles in ``_handles``. Each is checked against the other ranks before its data moves
+(``_negotiation``): a mismatch raises ``HorovodInternalError`` on every rank. Differences from Horovod: calls without a
+``name`` (and grouped, ``alltoall`` and ``barrier`` calls) match by call order, as in torch.distributed; a named call
+waits until every rank has issued its name (at most 4 waiting per rank); ``Adasum`` is not implemented.
 """
 
 from __future__ import annotations
@@ -82,10 +70,9 @@ def resolve_op(average: bool | None, op: ReduceOp | str | None) -> ReduceOp:
     except ValueError:
         raise ValueError(f"Unknown reduction. Expected one of {[o.value for o in ReduceOp]}. Received: op={op!r}") from None
     if resolved is ReduceOp.ADASUM:
-        raise NotImplementedError(
-            "hvd.Adasum is not implemented in stratagem.horovod: it needs Horovod's own pairwise "
-            "reduction, which torch.distributed does not offer. Use op=hvd.Average (the default) and scale "
-            "the learning rate by hvd.size().")
+        raise NotImplementedError("hvd.Adasum is not implemented in stratagem.horovod: it needs Horovod's own pairwise "
+                                  "reduction, which torch.distributed does not offer. Use op=hvd.Average (the default) "
+                                  "and scale the learning rate by hvd.size().")
     return resolved
 
 
@@ -113,11 +100,7 @@ def _from_wire(wire: torch.Tensor, tensor: torch.Tensor) -> torch.Tensor:
 
 def start_allreduce(tensor: torch.Tensor, op: ReduceOp, *, prescale_factor: float, postscale_factor: float,
                     process_set: ProcessSet, checked: bool = False) -> Started:
-    """Checks ``tensor`` against the other ranks and starts its all-reduce in place; see ``allreduce_async_``.
-
-    ``checked``: the caller has checked this all-reduce with the other ranks
-    already (``DistributedOptimizer`` checks a whole step's gradients at once).
-    """
+    """Checks ``tensor`` with the other ranks (unless ``checked`` already) and starts its all-reduce in place."""
     group, members = basics.group_of(process_set), process_set.size()
     if members > 1 and not checked:
         _negotiation.negotiate(_reduction_call(Kind.ALLREDUCE, tensor, op), group, members)
@@ -142,11 +125,7 @@ def _reduction_call(kind: Kind, tensor: torch.Tensor, op: ReduceOp) -> Call:
 def allreduce_async_(tensor: torch.Tensor, average: bool | None = None, name: str | None = None,
                      op: ReduceOp | str | None = None, prescale_factor: float = 1.0, postscale_factor: float = 1.0,
                      process_set: ProcessSet = global_process_set) -> int:
-    """Starts an in-place all-reduce of ``tensor``; ``synchronize(handle)`` returns ``tensor`` reduced.
-
-    A ``name`` matches the call across ranks, as in Horovod: if the other ranks
-    are at other calls, this one waits until they issue it (see ``_negotiation``).
-    """
+    """Starts an in-place all-reduce of ``tensor``; ``synchronize(handle)`` returns it (``name``: matched by name)."""
     check_tensor("allreduce", tensor)
     reduction = resolve_op(average, op)
     return _handles.start_named(
@@ -176,8 +155,7 @@ def allreduce(tensor: torch.Tensor, average: bool | None = None, name: str | Non
               process_set: ProcessSet = global_process_set) -> torch.Tensor:
     """Returns ``tensor`` reduced over the processes (default: their average); ``tensor`` is unchanged.
 
-    Differentiable for ``Sum`` and ``Average``: the gradient is the same
-    reduction of the gradients, as in Horovod.
+    Differentiable for ``Sum`` and ``Average``: the gradient is the same reduction of the gradients.
 
     Args:
         tensor: The local value; every process passes the same shape and dtype.
@@ -233,10 +211,7 @@ class _DifferentiableAllreduce(torch.autograd.Function):
 
 
 def start_allgather(tensor: torch.Tensor, process_set: ProcessSet, calls: list[Call] | None = None) -> Started:
-    """Checks ``tensor`` against the other ranks and starts its all-gather; see ``allgather_async``.
-
-    ``calls``: every member's record of this all-gather, checked already.
-    """
+    """Checks ``tensor`` with the other ranks (unless ``calls``, their checked records) and starts its all-gather."""
     tensor = tensor.detach().reshape(1) if tensor.dim() == 0 else tensor.detach()
     group, members = basics.group_of(process_set), process_set.size()
     if members == 1:
@@ -390,8 +365,7 @@ def alltoall(tensor: torch.Tensor, splits: Sequence[int] | torch.Tensor | None =
              process_set: ProcessSet = global_process_set) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Sends ``splits[j]`` rows of ``tensor`` to rank j, and returns the rows received, in rank order.
 
-    Differentiable: the gradient is the all-to-all of the output's gradient
-    back along the received splits, as in Horovod.
+    Differentiable: the gradient goes back along the received splits, as in Horovod.
 
     Args:
         tensor: Rows to scatter along axis 0.
@@ -450,10 +424,7 @@ def _alltoall_splits(tensor: torch.Tensor, splits: Sequence[int] | torch.Tensor 
 
 def start_reducescatter(tensor: torch.Tensor, op: ReduceOp, *, prescale_factor: float, postscale_factor: float,
                         process_set: ProcessSet, checked: bool = False) -> Started:
-    """Checks ``tensor`` against the other ranks and starts its reduce-scatter; see ``reducescatter_async``.
-
-    ``checked``: the caller has checked it with the other ranks already.
-    """
+    """Checks ``tensor`` with the other ranks (unless ``checked`` already) and starts its reduce-scatter."""
     group, members, index = basics.group_of(process_set), process_set.size(), process_set.rank()
     rows = tensor.shape[0] if tensor.dim() else 0
     # Horovod's split: equal shares of axis 0, the first ranks taking one extra row when it does not divide.
@@ -503,9 +474,8 @@ def reducescatter(tensor: torch.Tensor, name: str | None = None, compression: ty
                   prescale_factor: float = 1.0, postscale_factor: float = 1.0) -> torch.Tensor:
     """Reduces ``tensor`` over the processes and returns this rank's share of axis 0 (rank order).
 
-    Runs gloo's reduce-scatter: each rank receives only its share. Differentiable
-    for ``Sum`` and ``Average``: the gradient is the all-gather of the shares'
-    gradients (times the process count for ``Sum``), as in Horovod.
+    Differentiable for ``Sum`` and ``Average``: the gradient is the all-gather of the shares' gradients (times the
+    process count for ``Sum``), as in Horovod.
 
     Raises:
         HorovodInternalError: On every rank, if the ranks passed different shapes or dtypes.
@@ -547,13 +517,9 @@ def barrier(process_set: ProcessSet = global_process_set) -> None:
 def join(device: int = -1) -> int:
     """Marks this rank done; until every rank has joined, it stands in for the others' all-reduces.
 
-    As in Horovod: a joined rank takes part in the all-reduces (plain,
-    grouped, or ``DistributedOptimizer``'s) that ranks still training issue,
-    with zeros, so uneven numbers of batches per rank need no padding; an
-    ``Average`` still divides by the full size. Other collectives issued while
-    a rank has joined raise ``HorovodInternalError`` on the ranks that issued
-    them. Jobs that never call ``join`` pay nothing for it: the check it
-    relies on runs before every collective anyway.
+    As in Horovod: a joined rank adds zeros to the all-reduces (plain, grouped, ``DistributedOptimizer``'s) of ranks
+    still training, so uneven batch counts need no padding; ``Average`` still divides by the full size. Other
+    collectives issued meanwhile raise ``HorovodInternalError``.
 
     Args:
         device: Horovod's GPU argument; unused (gloo and NCCL need none).

@@ -1,23 +1,12 @@
 """Horovod's ``DistributedOptimizer``: all-reduce each gradient as soon as backward has produced it.
 
-A hook on every parameter fires when its gradient is accumulated; after
-``backward_passes_per_step`` backward passes the gradient joins its bucket,
-and a full bucket's asynchronous all-reduce starts, overlapping the rest of
-backward (Horovod's tensor fusion: one all-reduce for many small gradients,
-at most ``HOROVOD_FUSION_THRESHOLD`` bytes each, 32 MiB by default). ``step()`` (or
-``synchronize()``) waits for them and then runs the wrapped optimizer's
-step. A fused bucket's buffer is kept from step to step and the gradients
-become views of it (DDP's ``gradient_as_bucket_view``), so the averages land
-in ``.grad`` with no copy back. The ranks check a
-step's gradients against each other once, at its first all-reduce (count and
-a checksum of shapes and dtypes), not once per gradient: one small
-all-gather per step.
-
-Unlike Horovod, which subclasses the user's optimizer class on the fly, this
-wraps it (house style: wrap, never patch): ``param_groups``, ``state`` and
-``defaults`` are the wrapped optimizer's, so learning-rate schedulers and
-checkpoints work on either object, but ``isinstance(opt, torch.optim.SGD)``
-is false for the wrapper.
+A hook per parameter adds its gradient, after ``backward_passes_per_step`` passes, to a bucket (Horovod's tensor
+fusion, at most ``HOROVOD_FUSION_THRESHOLD`` bytes, 32 MiB by default) whose all-reduce starts when it is full,
+overlapping the rest of backward; ``step()`` waits for them, then steps the wrapped optimizer. Gradients are views of
+their bucket's buffer, kept across steps (DDP's ``gradient_as_bucket_view``): no copy back. The ranks check a step's
+gradients once (count, checksum of shapes and dtypes), not once per gradient. Unlike Horovod, which subclasses the
+user's optimizer class, this wraps it: ``param_groups``, ``state`` and ``defaults`` are the wrapped optimizer's, so
+schedulers and checkpoints work on either, but ``isinstance(opt, torch.optim.SGD)`` is false.
 """
 
 from __future__ import annotations
@@ -49,34 +38,26 @@ def _wrapped_attribute(name: str) -> Any:
 class DistributedOptimizer(torch.optim.Optimizer):
     """Wraps ``optimizer`` so that ``step()`` applies gradients averaged over every process.
 
-    Each process computes gradients on its own batch; the result of
-    ``step()`` is the same on every process, and equals one process stepping
-    on the union of the batches when each loss is a mean over its batch.
-    With ``backward_passes_per_step=k``, gradients of k backward passes are
-    summed locally (scale each loss by 1/k for their mean) and all-reduced once.
+    ``step()`` equals one process stepping on the union of the batches when each loss is a mean over its batch. With
+    ``backward_passes_per_step=k``, k passes' gradients are summed locally (scale each loss by 1/k), then all-reduced.
 
     Args:
         optimizer: The torch optimizer to wrap.
-        named_parameters: ``model.named_parameters()``; names appear in
-            error messages. Default: the optimizer's parameters, unnamed.
-        compression: ``Compression.none`` or ``Compression.fp16`` (gradients
-            sent as float16), or a ``Compressor`` of your own.
-        backward_passes_per_step: Backward passes accumulated locally before
-            the all-reduce.
-        op: ``hvd.Average`` (default) or ``hvd.Sum``; ``hvd.Adasum`` raises
-            ``NotImplementedError``.
-        gradient_predivide_factor: With ``op=Average``, gradients are divided
-            by this before the sum and by ``size / factor`` after (Horovod's split).
-        process_set: Average over a registered ``ProcessSet`` only; on a rank
-            outside it, ``step()`` is the wrapped optimizer's local step (as Horovod).
-        sparse_as_dense: Send sparse gradients (``nn.Embedding(sparse=True)``)
-            as dense ones; by default they go through ``sparse_allreduce_async``.
+        named_parameters: ``model.named_parameters()``, for error messages. Default: unnamed.
+        compression: ``Compression.none``, ``Compression.fp16`` (sent as float16) or your own ``Compressor``.
+        backward_passes_per_step: Backward passes accumulated locally before the all-reduce.
+        op: ``hvd.Average`` (default) or ``hvd.Sum``; ``hvd.Adasum`` raises ``NotImplementedError``.
+        gradient_predivide_factor: With ``op=Average``, gradients are divided by this before the sum and by ``size /
+            factor`` after (Horovod's split).
+        process_set: Average over a registered ``ProcessSet`` only; on a rank outside it, ``step()`` is the wrapped
+            optimizer's local step (as Horovod).
+        sparse_as_dense: Send sparse gradients (``nn.Embedding(sparse=True)``) as dense ones; by default they go through
+            ``sparse_allreduce_async``.
 
     Raises:
         TypeError: If ``optimizer`` is not a ``torch.optim.Optimizer``.
-        ValueError: If ``named_parameters`` is malformed, misses a parameter of
-            the optimizer, or repeats a name; for a non-positive
-            ``backward_passes_per_step``; for a predivide factor with ``op`` other than ``Average``.
+        ValueError: For malformed ``named_parameters``, ``backward_passes_per_step < 1``, or a predivide factor without
+            ``op=Average``.
 
     Example:
         >>> optimizer = torch.optim.SGD(model.parameters(), lr=0.01 * hvd.size())  # doctest: +SKIP
@@ -151,11 +132,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._plan_buckets()
 
     def _plan_buckets(self) -> None:
-        """Groups consecutive gradients of ``_order`` into buckets sent as one all-reduce (Horovod's tensor fusion).
+        """Buckets consecutive gradients of ``_order`` (one all-reduce each) by threshold and wire dtype.
 
-        The plan depends only on the order, shapes and dtypes, so it is the
-        same on every rank: a bucket closes before it would pass the fusion
-        threshold or mix wire dtypes.
+        The plan depends only on order, shapes and dtypes, so every rank makes the same one.
         """
         self._closes_bucket = set()
         size, dtype = 0, None
@@ -174,11 +153,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
             raise RuntimeError("DistributedOptimizer does not support backward(create_graph=True): the gradients "
                                "it all-reduces must not require grad.")
         if self._delay[p] == 0:
-            raise RuntimeError(
-                f"Gradients of {self._names.get(p, 'a parameter')!r} were computed more than "
-                f"backward_passes_per_step={self._backward_passes_per_step} times before step(): the extra "
-                "pass would miss the all-reduce. Raise backward_passes_per_step, or call step() (or "
-                "synchronize()) after every backward_passes_per_step backward passes.")
+            raise RuntimeError(f"Gradients of {self._names.get(p, 'a parameter')!r} were computed more than "
+                               f"backward_passes_per_step={self._backward_passes_per_step} times before step(): the "
+                               "extra pass would miss the all-reduce. Raise backward_passes_per_step, or call step() "
+                               "(or synchronize()) after every backward_passes_per_step backward passes.")
         self._delay[p] -= 1
         # Launch every gradient that is ready and next in the fixed order.
         while self._next < len(self._order) and self._delay[self._order[self._next]] == 0:
@@ -214,18 +192,11 @@ class DistributedOptimizer(torch.optim.Optimizer):
         handle = _handles.register("allreduce", works, finish)
         offset = 0
         for p, wire, context in bucket:
-            # Each gradient's part of the buffer, read after the wait: (handle, slice, its shape, context).
             self._handles[p] = (handle, (slice(offset, offset + wire.numel()), wire.shape, context, len(bucket) > 1))
             offset += wire.numel()
 
     def _fill_fusion_buffer(self, bucket: list[tuple[torch.Tensor, torch.Tensor, Any]]) -> torch.Tensor:
-        """The bucket's fused buffer, holding its gradients; uncompressed gradients become views of it.
-
-        As DDP's ``gradient_as_bucket_view``: the all-reduce then writes the
-        averages straight into ``.grad``, with no copy back, and a gradient
-        that is a view already (``zero_grad(set_to_none=False)``, accumulated
-        passes) is not copied at all.
-        """
+        """The bucket's buffer holding its gradients; uncompressed ones become views of it (no copy back, as DDP)."""
         key = tuple(id(p) for p, _, _ in bucket)
         size = sum(wire.numel() for _, wire, _ in bucket)
         buffer = self._fusion_buffers.get(key)
@@ -245,12 +216,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
         return buffer
 
     def _check_step(self) -> None:
-        """Checks this step's all-reduces with the other ranks once, instead of once per gradient.
+        """Checks this step's all-reduces with the other ranks once (count, checksum of shapes and dtypes).
 
-        Every rank sends the count and a checksum of its dense gradients'
-        shapes and dtypes: a mismatch raises ``HorovodInternalError`` on every
-        rank before any gradient moves, and a rank inside ``hvd.join()`` learns
-        that it must take part with zeros (``_stand_in``).
+        A mismatch raises ``HorovodInternalError`` on every rank before any gradient moves; a rank inside
+        ``hvd.join()`` learns it must take part with zeros (``_stand_in``).
         """
         members = self._process_set.size()
         if members == 1:
@@ -339,10 +308,9 @@ class DistributedOptimizer(torch.optim.Optimizer):
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clears the gradients; refused while their all-reduces are in flight."""
         if self._handles or self._bucket:
-            raise RuntimeError(
-                "optimizer.zero_grad() was called after loss.backward() but before optimizer.step() or "
-                "optimizer.synchronize(): all-reduces still writing into the gradients would race with it. "
-                "Call zero_grad() before backward, or after step().")
+            raise RuntimeError("optimizer.zero_grad() was called after loss.backward() but before optimizer.step() or "
+                               "optimizer.synchronize(): all-reduces still writing into the gradients would race with "
+                               "it. Call zero_grad() before backward, or after step().")
         self._optimizer.zero_grad(set_to_none=set_to_none)
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:

@@ -1,14 +1,9 @@
 """Horovod's ``SyncBatchNorm``: batch statistics over the whole global batch, on CPU (gloo) and CUDA.
 
-On CUDA it is ``torch.nn.SyncBatchNorm``. torch's refuses CPU tensors (its
-statistics kernels are CUDA-only), so on CPU training mode runs here, with
-the same arithmetic as torch's CUDA path: forward gathers each rank's count,
-mean and variance in one all-gather and combines them (Chan's parallel
-formula: no E[x^2]-E[x]^2 cancellation), then normalizes with torch's fused
-kernel; backward all-reduces the per-channel sums of the output gradient and
-of its product with the centred input in one all-reduce, sent while the
-local part of the input gradient is computed. The weight and bias
-gradients stay local, as torch's: the optimizer averages them like any other.
+On CUDA it is ``torch.nn.SyncBatchNorm``, which refuses CPU tensors; on CPU training mode runs here with torch's CUDA
+arithmetic: forward all-gathers each rank's count, mean and variance and combines them (Chan's formula: no
+E[x^2]-E[x]^2 cancellation); backward all-reduces the per-channel sums of dy and dy * (x - mean) in one call, overlapped
+with the local input gradient. Weight and bias gradients stay local, as torch's.
 """
 
 from __future__ import annotations
@@ -94,9 +89,8 @@ class _SyncedBatchNorm(torch.autograd.Function):
         input, weight, mean, var = ctx.saved_tensors
         shape = [1, input.shape[1]] + [1] * (input.dim() - 2)
         invstd = torch.rsqrt(var + ctx.eps)
-        # The local per-channel sums in one fused pass: torch's evaluation-mode batch-norm backward, given the
-        # global mean and variance, returns sum(dy * (x - mean) * invstd) as the weight's gradient and sum(dy) as
-        # the bias's. They stay local, as torch's: the optimizer averages them like any other gradient.
+        # One fused pass: torch's eval-mode batch-norm backward, given the global mean and variance, returns
+        # sum(dy * (x - mean) * invstd) as the weight's gradient and sum(dy) as the bias's.
         _, grad_weight, grad_bias = torch.ops.aten.native_batch_norm_backward(
             grad_out, input, weight, mean, var, None, None, False, ctx.eps, [False, True, True])
         grad_input = None

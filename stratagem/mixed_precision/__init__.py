@@ -1,10 +1,7 @@
 """Mixed precision with Keras 3's names (``keras.mixed_precision``).
 
-``set_global_policy("mixed_bfloat16" | "mixed_float16" | "float32")`` before
-building a ``Model``; its steps then compute under ``torch.autocast`` while its
-parameters, gradients and optimizer state stay float32. ``"mixed_float16"``
-adds dynamic loss scaling (``LossScaleOptimizer``). Modules: ``policy``,
-``loss_scale_optimizer``.
+After ``set_global_policy("mixed_bfloat16" | "mixed_float16")``, a ``Model``'s steps run under ``torch.autocast`` with
+float32 parameters, gradients and optimizer state; ``"mixed_float16"`` adds dynamic loss scaling.
 """
 
 from __future__ import annotations

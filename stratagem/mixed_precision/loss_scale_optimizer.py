@@ -1,13 +1,8 @@
 """``LossScaleOptimizer``: Keras 3's dynamic loss scaling for float16 training.
 
-float16 gradients underflow where float32 ones would not, so the loss is
-multiplied by a large scale before backward and the gradients divided by it
-before the update. Keras 3's rule: start at ``initial_scale`` (2**15); a step
-whose gradients hold an inf or NaN is skipped and halves the scale; after
-``dynamic_growth_steps`` (2000) finite steps in a row the scale doubles. The
-unscaling and the finite check are torch's fused kernel (the one
-``torch.amp.GradScaler`` uses). Skipped steps are counted (``skipped_steps``;
-``Model.fit`` logs them).
+float16 gradients underflow, so the loss is scaled up before backward and the gradients down before the update. Keras
+3's rule: start at ``initial_scale`` (2**15); a step with an inf or NaN gradient is skipped and halves the scale;
+``dynamic_growth_steps`` (2000) finite steps in a row double it. Unscaling and the check are one fused kernel.
 """
 
 from __future__ import annotations
@@ -28,10 +23,8 @@ __all__ = ["LossScaleOptimizer"]
 class LossScaleOptimizer(Optimizer):
     """Wraps an optimizer with dynamic loss scaling (``keras.mixed_precision.LossScaleOptimizer``).
 
-    ``Model.compile`` wraps the optimizer itself under the ``"mixed_float16"``
-    policy (Keras' ``auto_scale_loss=True``). In a custom loop, scale the loss
-    and step through this object; ``step()`` unscales, skips the update if a
-    gradient is not finite, and adjusts the scale.
+    ``Model.compile`` wraps the optimizer under ``"mixed_float16"``. In a custom loop, scale the loss and step through
+    this object: ``step()`` unscales, skips the update if a gradient is not finite, and adjusts the scale.
 
     Args:
         inner_optimizer: The ``stratagem.optimizers.Optimizer`` (or a Keras name) to wrap.
@@ -52,15 +45,11 @@ class LossScaleOptimizer(Optimizer):
     def __init__(self, inner_optimizer: Any, initial_scale: float = 2.0**15, dynamic_growth_steps: int = 2000,
                  name: str | None = None, **kwargs: Any) -> None:
         if kwargs:
-            raise ValueError(
-                f"LossScaleOptimizer does not support arguments {sorted(kwargs)} (as in Keras): set them on the "
-                f"inner optimizer. Received: {kwargs!r}"
-            )
+            raise ValueError(f"LossScaleOptimizer does not support arguments {sorted(kwargs)} (as in Keras): set them "
+                             f"on the inner optimizer. Received: {kwargs!r}")
         if not initial_scale > 0 or not isinstance(dynamic_growth_steps, int) or dynamic_growth_steps < 1:
-            raise ValueError(
-                "initial_scale must be positive and dynamic_growth_steps a positive int. "
-                f"Received: initial_scale={initial_scale!r}, dynamic_growth_steps={dynamic_growth_steps!r}"
-            )
+            raise ValueError("initial_scale must be positive and dynamic_growth_steps a positive int. Received: "
+                             f"initial_scale={initial_scale!r}, dynamic_growth_steps={dynamic_growth_steps!r}")
         from stratagem import optimizers
 
         inner = optimizers.get(inner_optimizer)
@@ -107,10 +96,7 @@ class LossScaleOptimizer(Optimizer):
         return loss * self._scale
 
     def unscale(self, divisor: float = 1.0) -> torch.Tensor:
-        """Divides every gradient by the scale (and ``divisor``) in place; returns 1.0 if one is inf/NaN, else 0.0.
-
-        ``divisor`` folds in gradient accumulation's average over its micro-steps.
-        """
+        """Divides every gradient by the scale and ``divisor`` (accumulation) in place; 1.0 if one is inf/NaN."""
         grads: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = defaultdict(list)
         for group in self._built().param_groups:
             for parameter in group["params"]:

@@ -1,12 +1,7 @@
 """Keras' dtype policies: which dtype layers compute in, and which their variables are kept in.
 
-``set_global_policy("mixed_bfloat16")`` before building a model makes its
-steps run under ``torch.autocast`` in bfloat16 while the parameters stay
-float32 (the master weights); ``"mixed_float16"`` does the same in float16,
-and ``Model.compile`` then wraps the optimizer in a ``LossScaleOptimizer``.
-Only these two mixed policies and ``"float32"`` exist here: a pure
-``"float16"``/``"bfloat16"`` policy (variables in half precision too) would
-need the module converted, which stratagem does not do.
+Only ``"float32"`` and the two mixed policies exist: a pure ``"float16"``/``"bfloat16"`` policy would need the module
+converted, which stratagem does not do.
 """
 
 from __future__ import annotations
@@ -37,11 +32,9 @@ class DTypePolicy:
     def __init__(self, name: str | None = None) -> None:
         name = "float32" if name is None else name
         if not isinstance(name, str) or name not in _COMPUTE:
-            raise ValueError(
-                f"Unknown dtype policy. Expected one of {sorted(_COMPUTE)}: stratagem keeps variables in float32 "
-                "and computes under torch.autocast, so a pure 'float16' or 'bfloat16' policy (variables in half "
-                f"precision too) is not available. Received: name={name!r}"
-            )
+            raise ValueError(f"Unknown dtype policy. Expected one of {sorted(_COMPUTE)}: stratagem keeps variables in "
+                             "float32 and computes under torch.autocast, so a pure 'float16' or 'bfloat16' policy "
+                             f"(variables in half precision too) is not available. Received: name={name!r}")
         self._name = name
 
     @property

@@ -1,17 +1,9 @@
 """Keras 3 loss, metric and optimizer objects given to ``Model.compile``, as stratagem's.
 
-- A Keras loss (``keras.losses.Loss``) is used as it is: its unreduced ``call`` gives
-  each example's loss, which ``compile`` scales by the global batch (``KerasLoss``).
-- A Keras metric (``keras.metrics.Metric``) is used as it is: its variables are sums
-  and counts, which stratagem all-reduces before ``result()``, as TF sums a metric's
-  variables across replicas (``KerasMetric``).
-- A Keras optimizer becomes the stratagem optimizer of the same name with the same
-  hyperparameters (``optimizer_from_keras``): strategies step torch optimizers
-  (central, on parameter servers), which a Keras optimizer is not. Only its
-  configuration is taken, not any state it built.
-
-Names (``"adam"``, ``"sparse_categorical_crossentropy"``, ``"accuracy"``) are
-stratagem's own already. Like ``keras_model``, this module never imports Keras.
+A Keras loss's unreduced ``call`` gives each example's loss, which ``compile`` scales by the global batch
+(``KerasLoss``); a Keras metric's variables are sums and counts, all-reduced before ``result()`` as TF does
+(``KerasMetric``); a Keras optimizer becomes the stratagem optimizer of its name and configuration
+(``optimizer_from_keras``; not its state), since strategies step torch optimizers. This module never imports Keras.
 """
 
 from __future__ import annotations
@@ -32,11 +24,7 @@ from stratagem.optimizers import schedules as schedules_lib
 
 
 class KerasLoss(losses_lib.Loss):
-    """A ``keras.losses.Loss`` as a stratagem loss: per-example values from its ``call``.
-
-    Args:
-        keras_loss: The Keras loss object.
-    """
+    """A ``keras.losses.Loss`` as a stratagem loss: per-example values from its ``call``."""
 
     def __init__(self, keras_loss: Any) -> None:
         super().__init__(name=keras_loss.name, reduction=keras_loss.reduction)
@@ -52,11 +40,7 @@ class KerasLoss(losses_lib.Loss):
 
 
 class KerasMetric(metrics_lib.Metric):
-    """A ``keras.metrics.Metric`` as a stratagem metric; its variables are the state summed across replicas.
-
-    Args:
-        keras_metric: The Keras metric object.
-    """
+    """A ``keras.metrics.Metric`` as a stratagem metric; its variables are the state summed across replicas."""
 
     def __init__(self, keras_metric: Any) -> None:
         super().__init__(keras_metric.name)
@@ -110,18 +94,16 @@ def optimizer_from_keras(keras_optimizer: Any) -> optimizers_lib.Optimizer:
     """The stratagem optimizer of ``keras_optimizer``'s class, with its hyperparameters and learning rate (schedule).
 
     Raises:
-        ValueError: If stratagem has no optimizer of that name, or the Keras one sets an
-            argument stratagem's does not take.
+        ValueError: If stratagem has no optimizer of that name, or the Keras one sets an argument it does not take.
     """
     name = type(keras_optimizer).__name__
     target = getattr(optimizers_lib, name, None)
     if name not in optimizers_lib.__all__ or not isinstance(target, type) or target is optimizers_lib.Optimizer:
         supported = sorted(n for n in optimizers_lib.__all__ if n not in ("Optimizer", "schedules", "get"))
         raise ValueError(
-            f"stratagem steps Keras optimizers as its own optimizer of the same name (strategies update torch "
-            f"tensors centrally or on parameter servers), and has no {name}. Use one of {supported} (keras.optimizers "
-            f"or stratagem.optimizers), or a torch.optim optimizer. Received: optimizer={name}"
-        )
+            "stratagem steps Keras optimizers as its own optimizer of the same name (strategies update torch tensors "
+            f"centrally or on parameter servers), and has no {name}. Use one of {supported} (keras.optimizers or "
+            f"stratagem.optimizers), or a torch.optim optimizer. Received: optimizer={name}")
     config = keras_optimizer.get_config()
     rate = learning_rate_setting(keras_optimizer)  # the schedule object itself; get_config holds it serialized
     keras = imported_keras()
@@ -149,6 +131,5 @@ def _construct(target: type, config: dict[str, Any], *, defaults: dict[str, Any]
     if unsupported:
         raise ValueError(
             f"The Keras {what} sets arguments stratagem's {target.__name__} does not implement, so training would "
-            f"differ from Keras. Leave them at their defaults, or use another optimizer. Received: {unsupported}"
-        )
+            f"differ from Keras. Leave them at their defaults, or use another optimizer. Received: {unsupported}")
     return target(**{k: v for k, v in config.items() if k in accepted})

@@ -1,13 +1,7 @@
 """The one module that touches Keras 3's private attributes; each section names the Keras version it was written for.
 
-Everything stratagem needs from Keras beyond its public API goes through here, so a
-Keras upgrade is checked in one file. Sections: custom training loops across replicas;
-tf.keras models trained by stratagem (functional classes); Keras's own fit/evaluate/
-predict under several replicas (refused); channels-last convolution and pooling without
-layout copies; Keras on the CPU in forked data workers. Keras is imported inside functions only:
-strategies call in here whether or not the program uses Keras.
-``tests/unit/package/test_keras_internals.py`` checks the installed Keras against
-``WRITTEN_FOR`` and exercises each private name used here.
+A Keras upgrade is checked in this one file (``tests/unit/package/test_keras_internals.py`` checks ``WRITTEN_FOR``
+and each private name used). Keras is imported inside functions only: strategies call in here with or without Keras.
 """
 
 from __future__ import annotations
@@ -30,23 +24,17 @@ WRITTEN_FOR = "3.15"  # Keras's release (major.minor); pyproject.toml's keras ex
 # ---------------------------------------------------------------------------------------------------------------
 # Custom training loops across replicas. Written for Keras 3.15.1 (torch backend).
 #
-# TF keeps the variables a strategy's scope creates in sync itself (MirroredVariable, SyncOnReadVariable);
-# Keras 3 on torch has no distribution support at all, so a Keras model, optimizer or metric used in a custom
-# loop under a strategy with several replicas (one process each) would silently train and report per replica.
-# Three hooks give Keras objects TF's semantics, installed once, the first time a strategy with several
-# replicas enters its scope (stratagem.distribute.Strategy.scope) while Keras is imported:
-# - a trainable Keras variable created in that scope starts from the chief's value (TF broadcasts the initial
-#   value of a variable created under MirroredStrategy / MultiWorkerMirroredStrategy);
-# - `optimizer.apply_gradients` inside `strategy.run` sums the gradients over every replica before applying
-#   them (TF's `experimental_aggregate_gradients`), so with `compute_average_loss` N replicas make the update
-#   one replica makes on the global batch; `apply`, which Keras's own train_step calls, is left alone; under
-#   ParameterServerStrategy, whose variables live on the servers, it refuses;
-# - a Keras metric created in that scope, read with `result()` outside `strategy.run`, gives its value over
-#   every replica (its variables are sync-on-read sums, as in TF); inside `run` it gives this replica's.
-# NOTE: Keras offers no hook for any of these on the torch backend, so the first two wrap
-# `Variable.__init__` and `BaseOptimizer.apply_gradients` (defined once, in those classes, in 3.15.1), and
-# metrics get their own `result` at creation (`Metric.__init__` wrapped), because every Keras metric class
-# overrides `result`. Objects made outside such a scope are untouched.
+# TF keeps a strategy's variables in sync itself; Keras 3 on torch has no distribution support, so Keras objects in a
+# custom loop under several replicas would silently train and report per replica. Three hooks, installed the first
+# time a strategy with several replicas enters its scope while Keras is imported, give objects made in that scope
+# TF's semantics:
+# - a trainable variable starts from the chief's value (TF broadcasts initial values);
+# - `optimizer.apply_gradients` inside `strategy.run` sums the gradients over every replica first (TF's
+#   `experimental_aggregate_gradients`), so N replicas make one replica's global-batch update; `apply` (Keras's own
+#   train_step) is left alone; under ParameterServerStrategy it refuses;
+# - a metric's `result()` outside `strategy.run` is over every replica (sync-on-read sums); inside, this replica's.
+# NOTE: Keras has no hook for these on torch: `Variable.__init__` and `BaseOptimizer.apply_gradients` (defined once in
+# 3.15.1) are wrapped, and each metric gets its own `result` at creation, since every metric class overrides it.
 # ---------------------------------------------------------------------------------------------------------------
 
 _install_lock = threading.Lock()
@@ -138,20 +126,16 @@ def _refuse_remote_variables(strategy: Strategy) -> None:
     # NOTE: the variables live on the parameter servers; a Keras optimizer would update this worker's copy only,
     # and the next step's pull would silently undo it.
     raise ConfigurationError(
-        f"A Keras optimizer's apply_gradients under {type(strategy).__name__} would update this worker's copy of "
-        "the variables only; the parameter servers hold them. Train with model.fit (a tf.keras model, or "
-        "stratagem.Model(keras_model), trains under ParameterServerStrategy), or write the step with torch: "
-        "module = strategy.distribute_module(stratagem.models.keras_model.KerasModule(keras_model)), "
-        "optimizer = strategy.distribute_optimizer(torch.optim.Adam(module.parameters())), loss.backward(), "
-        f"optimizer.step() (README, ParameterServerStrategy). Received: strategy={type(strategy).__name__}"
-    )
+        f"A Keras optimizer's apply_gradients under {type(strategy).__name__} would update this worker's copy of the "
+        "variables only; the parameter servers hold them. Train with model.fit (a tf.keras model, or "
+        "stratagem.Model(keras_model), trains under ParameterServerStrategy), or write the step with torch: module = "
+        "strategy.distribute_module(stratagem.models.keras_model.KerasModule(keras_model)), optimizer = "
+        "strategy.distribute_optimizer(torch.optim.Adam(module.parameters())), loss.backward(), optimizer.step() "
+        f"(README, ParameterServerStrategy). Received: strategy={type(strategy).__name__}")
 
 
 def sum_gradients(strategy: Strategy, pairs: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
-    """``(gradient, variable)`` pairs with each gradient summed over every replica, in one all-reduce.
-
-    A None gradient stays None (it must be None on every replica, as in TF).
-    """
+    """``(gradient, variable)`` pairs, gradients summed over every replica in one all-reduce; None stays None."""
     present = [i for i, (grad, _) in enumerate(pairs) if grad is not None]
     if not present:
         return pairs
@@ -193,8 +177,7 @@ def _metric_result(metric: Any) -> Any:
 def global_result(metric: Any, strategy: Strategy) -> Any:
     """``metric.result()`` over every replica: its variables combined by their aggregation, in one all-reduce.
 
-    A collective: every replica must read the metric at the same point, as TF's sync-on-read
-    variables are read. The metric's own variables are put back as they were.
+    A collective, as TF's sync-on-read variables: every replica reads at the same point. The variables are put back.
     """
     import keras
 
@@ -217,9 +200,8 @@ def global_result(metric: Any, strategy: Strategy) -> Any:
 # ---------------------------------------------------------------------------------------------------------------
 # A Keras model as the torch module strategies train (keras_model.py, keras_compile.py). Written for Keras 3.15.1.
 #
-# Keras lists a layer's own variables, and which of them it created non-trainable (BatchNormalization's moving
-# statistics, as opposed to weights frozen later with `trainable = False`), only in private attributes; and an
-# optimizer's `learning_rate` reads a schedule's current value, while `_learning_rate` holds the schedule itself.
+# Only private attributes list a layer's own variables and which it created non-trainable (moving statistics, not
+# weights frozen later), and hold an optimizer's schedule itself (`learning_rate` reads its current value).
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -241,10 +223,9 @@ def learning_rate_setting(keras_optimizer: Any) -> Any:
 # ---------------------------------------------------------------------------------------------------------------
 # tf.keras models trained by stratagem (stratagem/tf/keras/_models.py). Written for Keras 3.15.1.
 #
-# Keras's `Functional` class is not exported; and Keras makes a subclass of `keras.Model` whose `__init__` passes
-# `(inputs, outputs)` functional by rewriting the bases of every class above it
-# (`keras.src.models.model.inject_functional_model_class`), which would also rewrite stratagem's shared
-# `tf.keras.Model`. `become_functional` rewrites the user's classes only.
+# `Functional` is not exported, and Keras makes a `(inputs, outputs)` subclass functional by rewriting the bases of
+# every class above it (`inject_functional_model_class`), stratagem's shared `tf.keras.Model` included;
+# `become_functional` rewrites the user's classes only.
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -273,13 +254,10 @@ def become_functional(cls: type, model_class: type, functional_class: type) -> N
 # ---------------------------------------------------------------------------------------------------------------
 # Keras's own fit/evaluate/predict under a strategy with several replicas. Written for Keras 3.15.1.
 #
-# Keras's loops know nothing of stratagem's strategies: each replica would train alone on all the data, and every
-# replica would write checkpoints as the chief. They build their input through
-# `keras.src.trainers.data_adapters.get_data_adapter`, which first reads the global Keras distribution's private
-# `_is_multi_process`; `guard_keras_loops` sets a distribution whose `_is_multi_process` raises while a strategy
-# with several replicas exists in this process (installed by Strategy when Keras is imported). It is Keras's own
-# extension point for distributing fit (its base class is not exported); layers call its `get_tensor_layout` on
-# every call, which returns None, so models run unchanged. A distribution the user set is left alone.
+# Keras's loops would train each replica alone on all the data, each writing checkpoints as the chief. Their
+# `get_data_adapter` first reads the global Keras distribution's private `_is_multi_process`: `guard_keras_loops` sets
+# a distribution (Keras's extension point for distributing fit) whose `_is_multi_process` raises while a strategy with
+# several replicas exists; its layouts are None, so models run unchanged. A distribution the user set is left alone.
 # ---------------------------------------------------------------------------------------------------------------
 
 _loop_guard_lock = threading.Lock()
@@ -346,20 +324,15 @@ def _refuse_keras_loop() -> bool:
 # ---------------------------------------------------------------------------------------------------------------
 # Channels-last convolution and pooling without layout copies. Written for Keras 3.15.1 (torch backend).
 #
-# Keras's torch backend runs Conv*D, *Pooling*D (and their transposed, depthwise, separable and adaptive forms) on
-# channels-first tensors: `keras.src.backend.torch.nn._transpose_spatial_inputs` permutes a channels-last input
-# (NHWC) to NCHW and then copies it into NCHW order (`.contiguous()`); `conv` then copies it back into
-# `torch.channels_last` order for torch's convolution, and pooling runs on the NCHW copy, so its output, permuted
-# back to NHWC, is strided and the next layer copies again. The permuted view of an NHWC tensor IS an NCHW tensor
-# in `torch.channels_last` memory format, which torch's CPU convolution and pooling kernels take as it is (and are
-# fastest at); their outputs stay channels-last, so permuted back they are contiguous NHWC again, and the bias add,
-# activations, BatchNormalization and Flatten between them run on contiguous tensors. `install_channels_last_layout`
-# replaces that one function with one that returns the view for 2-D and 3-D inputs (1-D inputs have no channels-last
-# memory format and keep Keras's copy). Every caller of it looks it up in the module at call time, so one
-# replacement covers all of them. Same ops on the same values: outputs and gradients match Keras's own path within
-# 1e-6 (tests/unit/models/test_keras_layout.py); weights and checkpoints are untouched (no variable changes layout).
-# NOTE: installed when stratagem first meets Keras (KerasModule, `import stratagem.tf.keras`), not at import, and
-# for the whole process: a Keras model the user calls directly then runs the same way, with the same numbers.
+# Keras's torch convolutions and poolings take channels-first tensors: `_transpose_spatial_inputs` permutes an NHWC
+# input to NCHW and copies it (`.contiguous()`), `conv` copies it back to `torch.channels_last`, and pooling's output,
+# permuted back, is strided, so the next layer copies again. The permuted view of an NHWC tensor IS an NCHW tensor in
+# `torch.channels_last` format, which torch's CPU kernels take as it is (fastest) and whose outputs permute back to
+# contiguous NHWC. The replacement returns that view for 2-D and 3-D inputs (1-D keeps Keras's copy); callers look the
+# function up at call time, so one replacement covers all. Outputs and gradients match Keras's path within 1e-6
+# (tests/unit/models/test_keras_layout.py); no variable changes layout.
+# NOTE: installed when stratagem first meets Keras (KerasModule, `import stratagem.tf.keras`), for the whole process:
+# a Keras model the user calls directly then runs the same way, with the same numbers.
 # ---------------------------------------------------------------------------------------------------------------
 
 _layout_lock = threading.Lock()
@@ -394,12 +367,9 @@ def _channels_last_view(transpose_spatial_inputs: Any) -> Any:
 # ---------------------------------------------------------------------------------------------------------------
 # Keras in forked data workers. Written for Keras 3.15.1 (torch backend).
 #
-# `map` worker processes (stratagem/data/ops/parallel_map.py) are forked, possibly after the parent initialised
-# CUDA; CUDA cannot be used again in a forked child ("Cannot re-initialize CUDA in forked subprocess"), and Keras's
-# torch backend puts every tensor on its default device, the GPU whenever there is one. A worker computes input
-# elements on the CPU: `run_keras_on_cpu` makes Keras's default device the CPU there, for a Keras imported before
-# the fork (its current-device global, which `keras.device` sets; private: `global_state`) and one imported in the
-# worker (`KERAS_TORCH_DEVICE`, read by Keras at import).
+# `map` workers are forked, maybe after the parent initialised CUDA, which a forked child cannot use; Keras puts
+# tensors on the GPU whenever there is one. `run_keras_on_cpu` makes the CPU Keras's device there, for a Keras imported
+# before the fork (private `global_state`) and one imported after (`KERAS_TORCH_DEVICE`).
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -415,17 +385,14 @@ def run_keras_on_cpu() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# The device Keras computes on. Public Keras API only (keras.device); here because strategies reach Keras only
-# through this module.
+# The device Keras computes on: public API (keras.device), here because strategies reach Keras only through here.
 # ---------------------------------------------------------------------------------------------------------------
 
 
 def keras_device(device: torch.device) -> Any:
-    """A context in which Keras makes its tensors on ``device``.
+    """A context in which Keras makes its tensors (inputs, labels, metric values, variables) on ``device``.
 
-    Keras's torch backend puts every tensor it makes (inputs converted in a layer's call, a loss's
-    labels, a metric's values, new variables) on its own default device, the GPU whenever there is
-    one, whatever device the strategy placed the model on: Keras code that stratagem runs runs inside this.
+    Keras's own default is the GPU whenever there is one, whatever device the strategy placed the model on.
     """
     import keras
 

@@ -1,19 +1,10 @@
 """A Keras 3 model as the torch module ``Model`` trains: ``KerasModule``, and the backend check.
 
-With ``KERAS_BACKEND=torch`` a Keras 3 model is a ``torch.nn.Module``, but not one a
-strategy can take as it is: its ``state_dict`` lists every weight twice (each layer and
-the model register it), it runs in inference mode unless called with ``training=True``,
-and BatchNormalization's moving statistics are parameters (without gradients) rather
-than buffers, so DDP would never keep them in sync. ``KerasModule`` is the torch view a
-strategy sees: the Keras model's weights, each once, under its Keras path; trainable and
-frozen (``layer.trainable = False``) weights as parameters, and the weights Keras made
-non-trainable (moving statistics) as buffers, handled as torch's BatchNorm buffers are.
-Seed-generator states (Dropout's RNG) stay Keras's own, outside this view, as Keras
-leaves them out of ``model.weights``.
-
-This module never imports Keras: a Keras object can only exist once the user imported it.
-``import stratagem`` sets ``KERAS_BACKEND=torch`` if Keras is not imported yet (see
-``stratagem/__init__.py``).
+A Keras 3 model on torch is a ``torch.nn.Module`` a strategy cannot take as it is: its ``state_dict`` lists every weight
+twice, it infers unless called with ``training=True``, and moving statistics are parameters, which DDP never syncs.
+``KerasModule`` is the view a strategy sees: each weight once under its Keras path, trainable and frozen weights as
+parameters, moving statistics as buffers; seed-generator states stay Keras's, as ``model.weights`` leaves them out. This
+module never imports Keras (``import stratagem`` sets ``KERAS_BACKEND=torch`` if Keras is not imported yet).
 """
 
 from __future__ import annotations
@@ -53,22 +44,18 @@ def check_torch_backend(keras: Any, what: str) -> None:
         return
     # NOTE: Keras picks its backend once, when it is first imported; it cannot change afterwards.
     raise ConfigurationError(
-        f"stratagem trains Keras 3 models on Keras's torch backend (a Keras model is then a torch.nn.Module), but "
-        f"Keras was imported with the {backend!r} backend, so {what} cannot train here. Keras reads {BACKEND_ENV} "
-        f"once, when first imported: set {BACKEND_ENV}=torch in the environment, or `import stratagem` before "
-        f"`import keras` (stratagem sets it then). Received: keras.backend.backend()={backend!r}, "
-        f"{BACKEND_ENV}={os.environ.get(BACKEND_ENV)!r}"
-    )
+        "stratagem trains Keras 3 models on Keras's torch backend (a Keras model is then a torch.nn.Module), but Keras "
+        f"was imported with the {backend!r} backend, so {what} cannot train here. Keras reads {BACKEND_ENV} once, when "
+        f"first imported: set {BACKEND_ENV}=torch in the environment, or `import stratagem` before `import keras` "
+        f"(stratagem sets it then). Received: keras.backend.backend()={backend!r}, "
+        f"{BACKEND_ENV}={os.environ.get(BACKEND_ENV)!r}")
 
 
 class KerasModule(nn.Module):
     """A built Keras 3 model (torch backend) as a torch module, each weight once.
 
-    ``forward`` calls the Keras model with ``training`` set from torch's mode
-    (``module.train()`` / ``module.eval()``), so Dropout and BatchNormalization
-    train under ``fit`` and infer under ``evaluate`` and ``predict``. Parameters
-    and buffers are the Keras variables' own tensors: training them trains the
-    Keras model, and ``keras_model`` stays usable on its own.
+    ``forward`` passes ``training`` from torch's mode, so Dropout and BatchNormalization train under ``fit`` only.
+    Parameters and buffers are the Keras variables' own tensors: training them trains ``keras_model``.
 
     Args:
         keras_model: A built Keras model or layer (its weights exist).
@@ -86,13 +73,11 @@ class KerasModule(nn.Module):
         check_torch_backend(keras, f"{type(keras_model).__name__} {keras_model.name!r}")
         install_channels_last_layout()  # channels-last Conv/Pooling without layout copies
         if not keras_model.built or not keras_model.weights:
-            raise ValueError(
-                f"This Keras model has no weights yet: it builds them on its first call (a subclassed model, or a "
-                f"Sequential without keras.Input), and a strategy needs them before training to keep replicas in "
-                f"sync. Create them before wrapping: call it once on a batch (`keras_model(x[:1])`), or start a "
-                f"Sequential with keras.Input(shape). Received: {keras_model.name!r} "
-                f"(built={keras_model.built}, {len(keras_model.weights)} weights)"
-            )
+            raise ValueError("This Keras model has no weights yet: it builds them on its first call (a subclassed "
+                             "model, or a Sequential without keras.Input), and a strategy needs them before training "
+                             "to keep replicas in sync. Create them before wrapping: call it once on a batch "
+                             "(`keras_model(x[:1])`), or start a Sequential with keras.Input(shape). Received: "
+                             f"{keras_model.name!r} (built={keras_model.built}, {len(keras_model.weights)} weights)")
         # NOTE: kept out of torch's registry (object.__setattr__): registered, the Keras model's own
         # duplicate parameters would appear next to the ones below.
         object.__setattr__(self, "keras_model", keras_model)
@@ -162,11 +147,8 @@ class KerasModule(nn.Module):
 def _owners(root: nn.Module, keras_model: Any) -> dict[int, nn.Module]:
     """For each variable (by id), a torch module for its layer, added to ``root`` under a name builds agree on.
 
-    Keras numbers auto-named layers across the whole process (``dense_3`` if three Dense
-    layers were made before), so its paths would change between two builds of the same
-    model and a checkpoint would not load. As Keras's weights files do, each layer is named
-    by its class and its place among the model's layers of that class (``conv2d``,
-    ``dense_1``); ``state_dict`` keys read ``conv2d.kernel``, ``dense_1.bias``.
+    Keras numbers auto-named layers process-wide, so its paths differ between two builds and a checkpoint would not
+    load; as Keras's weights files, each layer is named by class and place among its class (``dense_1.bias``).
     """
     owners: dict[int, nn.Module] = {}
     counts: dict[str, int] = {}

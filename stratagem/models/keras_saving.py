@@ -1,13 +1,8 @@
 """Keras's own files for a Keras model trained by stratagem: ``.keras``/``.h5`` models and ``.weights.h5`` weights.
 
-``Model.save``/``save_weights``/``load_weights`` come here when the model is a Keras 3
-model and the path has Keras's suffix, so ``keras.callbacks.ModelCheckpoint`` and a
-script's ``model.save("model.keras")`` write the file Keras would, which
-``keras.models.load_model`` reads (in its safe mode: no code runs). Two things Keras
-alone does not do: only the chief writes, and it writes through a temporary file of
-the same suffix renamed into place, so N replicas never interleave one file and a
-crash never leaves half of one. Other paths keep stratagem's formats (``saving.py``,
-``stratagem.checkpoint``). Like ``keras_model``, this module never imports Keras.
+``Model.save``/``save_weights``/``load_weights`` of a Keras model to a path with Keras's suffix write the file Keras
+would (``keras.models.load_model`` reads it in safe mode), but only the chief writes, through a temporary file renamed
+into place, so replicas never interleave and a crash never leaves half a file. This module never imports Keras.
 """
 
 from __future__ import annotations

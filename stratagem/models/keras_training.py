@@ -1,15 +1,9 @@
 """``KerasTraining``: a Keras 3 model whose ``compile``/``fit``/``evaluate``/``predict`` are ``stratagem.Model``'s.
 
-Mixed into ``stratagem.tf.keras.Model`` (and its ``Sequential`` and functional
-forms) before ``keras.Model``, so a model written as TF writes it trains through
-stratagem's one fit loop under the strategy it was built in, with no wrapper in the
-user's code. The model holds a ``stratagem.Model`` around itself (made at
-``compile`` once its weights exist, else at the first ``fit``/``evaluate``/
-``predict``, built on the first rows of the data as Keras builds it) and hands
-every call to it; there is no second loop here. Keras's own
-``summary``/``get_weights``/``trainable_variables``/layers are untouched.
-
-This module never imports Keras (the classes that mix it in do).
+Mixed into ``stratagem.tf.keras.Model`` (and its ``Sequential`` and functional forms) before ``keras.Model``, so a model
+written as TF writes it trains through stratagem's one fit loop under its strategy. The model holds a
+``stratagem.Model`` around itself (made at ``compile``, or at the first ``fit``/``evaluate``/``predict``, built on the
+data's first rows as Keras does) and hands every call to it. This module never imports Keras.
 """
 
 from __future__ import annotations
@@ -65,15 +59,11 @@ class KerasTraining:
                 metrics: Sequence[Any] | None = None, weighted_metrics: Sequence[Any] | None = None,
                 run_eagerly: bool = False, steps_per_execution: int = 1, jit_compile: bool | str = "auto",
                 auto_scale_loss: bool = True) -> None:
-        """Keras's ``compile``: Keras objects, Keras names or stratagem's; training runs in ``stratagem.Model``.
-
-        ``run_eagerly`` is accepted (stratagem always runs eagerly); ``loss_weights`` is not implemented.
-        """
+        """Keras's ``compile`` (Keras or stratagem objects and names); ``loss_weights`` is not implemented."""
         if loss_weights is not None:
-            raise ValueError(
-                "loss_weights is not implemented by stratagem's compile: a multi-output model's losses are summed "
-                "with weight 1. Weigh them in a custom loss, or override compute_loss. "
-                f"Received: loss_weights={loss_weights!r}")
+            raise ValueError("loss_weights is not implemented by stratagem's compile: a multi-output model's losses "
+                             "are summed with weight 1. Weigh them in a custom loss, or override compute_loss. "
+                             f"Received: loss_weights={loss_weights!r}")
         state = self._training_state()
         if context.has_strategy():
             state.strategy = context.get_strategy()

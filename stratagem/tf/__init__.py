@@ -1,13 +1,8 @@
 """TensorFlow's names on stratagem: ``import stratagem.tf as tf`` and the rest of a script as written.
 
-This package holds names, argument translation and clear refusals only (STYLE section 1): every behaviour is
-imported from the stratagem module that owns it (``stratagem.data``, ``stratagem.distribute``, ``stratagem.Model``'s
-fit loop, ``stratagem.estimator``), from Keras 3 on the torch backend (layers, ops) or from torch. Tensors are torch
-tensors.
-
-Submodules and the heavier top-level names are imported on first use (as TensorFlow loads its own lazily), so that
-``import stratagem.tf`` stays cheap and a name we do not provide raises an ``AttributeError`` that names it and the
-stratagem way.
+This package holds names, argument translation and refusals only: behaviour comes from the stratagem module that owns
+it, from Keras 3 (torch backend) or from torch; tensors are torch tensors. Names are imported on first use, so
+``import stratagem.tf`` stays cheap, and a name not provided raises an ``AttributeError`` saying the stratagem way.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""TF's top-level tensor-building and shape ops (``tf.constant``, ``tf.cast``, ``tf.reshape``, ``tf.one_hot`` ...) on torch.
+"""TF's top-level tensor-building and shape ops (``tf.constant``, ``tf.cast``, ``tf.reshape`` ...) on torch.
 
-Each op converts its inputs as TF does (``_tensor``) and returns what TF returns, with TF's dtypes: ``tf.range(5)``
-and ``tf.shape(x)`` are int32, ``tf.where(cond)`` int64, ``tf.one_hot`` gives zeros for an index out of range.
-The arithmetic and reductions live in ``stratagem.tf.math``.
+Each converts its inputs as TF does and returns TF's dtypes (``tf.range(5)`` and ``tf.shape(x)`` int32, ``tf.where``
+int64). The arithmetic and reductions live in ``stratagem.tf.math``.
 """
 
 from __future__ import annotations

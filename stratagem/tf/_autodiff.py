@@ -1,12 +1,8 @@
 """``tf.GradientTape`` on torch autograd: gradients of what ran inside the ``with`` block.
 
-torch records every operation on tensors that require gradients, so the tape records
-nothing itself: it makes sure recording is on inside its block, marks the tensors the
-user ``watch``es as requiring gradients, and asks ``torch.autograd.grad`` for the
-gradients of the target with respect to the sources. Keras variables (and
-``tf.Variable``) stand for their torch value; gradients come back as torch tensors, in the
-structure the sources were given in. Summing gradients across replicas is not the tape's
-job: as in TF, ``optimizer.apply_gradients`` inside ``strategy.run`` does it.
+torch records the operations itself: the tape turns recording on inside its block, marks ``watch``ed tensors as
+requiring gradients and asks ``torch.autograd.grad``. Variables stand for their torch value. As in TF, summing across
+replicas is ``optimizer.apply_gradients``'s job inside ``strategy.run``, not the tape's.
 """
 
 from __future__ import annotations
@@ -41,14 +37,12 @@ def torch_value(source: Any) -> Any:
 class GradientTape:
     """Records operations inside its ``with`` block for automatic differentiation (``tf.GradientTape``).
 
-    Trainable variables (Keras weights, ``tf.Variable(trainable=True)``) are watched
-    whenever they are used, as torch tracks every tensor that requires gradients; other
-    tensors are watched with ``tape.watch(x)`` before they are used.
+    Trainable variables are watched whenever used; other tensors with ``tape.watch(x)`` before use.
 
     Args:
         persistent: If True, ``gradient`` may be called more than once (the graph is kept).
-        watch_accessed_variables: If False, only the sources passed to ``watch`` get
-            gradients; every other source gets None (or zeros, see ``gradient``).
+        watch_accessed_variables: If False, only the sources passed to ``watch`` get gradients; every other source gets
+            None (or zeros, see ``gradient``).
 
     Example:
         >>> x = torch.tensor(3.0)
@@ -77,11 +71,7 @@ class GradientTape:
             recording.__exit__(None, None, None)
 
     def watch(self, tensor: Any) -> None:
-        """Records operations on ``tensor`` (a tensor, a variable, or a nested structure of them) from now on.
-
-        Raises:
-            ValueError: If a tensor is not floating point or complex (integers have no gradient).
-        """
+        """Records operations on ``tensor`` (or a nested structure) from now on; integer tensors raise ValueError."""
         map_structure(self._watch_one, tensor)
 
     def _watch_one(self, source: Any) -> None:
@@ -89,10 +79,8 @@ class GradientTape:
         if tensor is None:
             raise TypeError(f"GradientTape.watch takes tensors and variables. Received: {type(source).__name__}")
         if not (tensor.is_floating_point() or tensor.is_complex()):
-            raise ValueError(
-                "GradientTape.watch needs a floating-point tensor: integer tensors have no gradient. Cast it first "
-                f"(tf.cast(x, tf.float32)). Received: dtype={tensor.dtype}"
-            )
+            raise ValueError("GradientTape.watch needs a floating-point tensor: integer tensors have no gradient. Cast "
+                             f"it first (tf.cast(x, tf.float32)). Received: dtype={tensor.dtype}")
         if not tensor.requires_grad:
             # NOTE: torch records a tensor only if it requires gradients; a tensor computed without
             # gradients is a leaf, so this is allowed and the flag stays on the caller's tensor.
@@ -118,9 +106,7 @@ class GradientTape:
                  unconnected_gradients: UnconnectedGradients | str = UnconnectedGradients.NONE) -> Any:
         """Gradients of ``target`` with respect to each of ``sources``, in the structure of ``sources``.
 
-        A non-scalar target, or a list of targets, is differentiated as the sum of its
-        elements, as in TF. A source the target does not depend on gets None
-        (``unconnected_gradients="zero"``: zeros).
+        A non-scalar target, or a list, is differentiated as the sum of its elements, as in TF.
 
         Args:
             target: A tensor, or a nested structure of tensors.
@@ -158,10 +144,7 @@ class GradientTape:
 
     def jacobian(self, target: torch.Tensor, sources: Any,
                  unconnected_gradients: UnconnectedGradients | str = UnconnectedGradients.NONE) -> Any:
-        """The Jacobian of ``target`` with respect to each source: shape ``target.shape + source.shape``.
-
-        One backward pass per element of ``target``.
-        """
+        """The Jacobian of ``target`` for each source, ``target.shape + source.shape``; a backward pass per element."""
         unconnected = parse_enum(UnconnectedGradients, unconnected_gradients, "unconnected gradients")
         self._check_reusable("jacobian")
         leaves = _flatten(sources)
@@ -194,11 +177,9 @@ class GradientTape:
 
     def _check_reusable(self, what: str) -> None:
         if self._used and not self._persistent:
-            raise RuntimeError(
-                f"A non-persistent GradientTape can compute gradients only once (torch frees the recorded graph "
-                f"after the first backward pass). Create it with tf.GradientTape(persistent=True) to call {what} "
-                "more than once."
-            )
+            raise RuntimeError("A non-persistent GradientTape can compute gradients only once (torch frees the "
+                               "recorded graph after the first backward pass). Create it with "
+                               f"tf.GradientTape(persistent=True) to call {what} more than once.")
         self._used = True
 
 

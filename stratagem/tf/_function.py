@@ -1,9 +1,7 @@
 """``tf.function``: runs the Python function as written (eager torch), so it never changes a result.
 
-TF traces the function into a graph for speed; here the function runs eagerly on torch each call. Its arguments
-are accepted: ``input_signature`` is checked against the call's tensors, as TF checks it; ``jit_compile``,
-``reduce_retracing``, ``autograph`` and ``experimental_*`` options only steer compilation in TF and change nothing
-here (torch.compile is the user's choice, outside this name).
+``input_signature`` is checked against the call's tensors, as TF checks it; ``jit_compile``, ``autograph`` and the
+other options only steer TF's tracing and change nothing here (torch.compile is the user's choice).
 """
 
 from __future__ import annotations

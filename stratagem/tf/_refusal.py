@@ -1,7 +1,6 @@
 """The one place that words a refusal for a TensorFlow name stratagem does not provide.
 
-``ALTERNATIVES`` maps ``tf.<path>`` to what to use instead, or why the name cannot exist here; owners of each
-namespace add their entries. A name without an entry gets the generic "not provided" message.
+``ALTERNATIVES`` maps ``tf.<path>`` to what to use instead, or why it cannot exist here; other names get "not provided".
 """
 
 from __future__ import annotations
@@ -91,11 +90,10 @@ def missing_name(namespace: str, name: str) -> AttributeError:
 
 def module_getattr(namespace: str, *lazy: Mapping[str, str | tuple[str, str]],
                    cache: dict[str, Any] | None = None) -> Callable[[str], Any]:
-    """The ``__getattr__`` of the module for ``namespace``: ``lazy``'s names imported on first use, refusals for the rest.
+    """The ``__getattr__`` of ``namespace``'s module: ``lazy``'s names imported on first use, refusals for the rest.
 
-    Each ``lazy`` table (read at each lookup, so entries added later count) maps a name to a module path, or to
-    ``(module path, attribute)``. A value found is put in ``cache`` (the module's ``globals()``), so later lookups
-    are plain ones. Any other name raises ``missing_name``'s ``AttributeError``.
+    Each ``lazy`` table maps a name to a module path or ``(module path, attribute)``; a value found is put in ``cache``
+    (the module's ``globals()``) so later lookups are plain ones.
     """
 
     def __getattr__(name: str) -> Any:

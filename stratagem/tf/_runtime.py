@@ -1,7 +1,6 @@
-"""TF's runtime names that need no graph here: ``tf.executing_eagerly``, ``tf.device``, ``tf.name_scope``, ``tf.get_logger``.
+"""TF's runtime names that need no graph: ``tf.executing_eagerly``, ``tf.device``, ``tf.name_scope``, ``get_logger``.
 
-Everything runs eagerly on torch. ``tf.device`` changes no placement (torch places a tensor where its inputs
-are, and a strategy puts each replica on its device), so a device other than the CPU gets one warning saying so.
+``tf.device`` changes no placement (torch places a tensor with its inputs, a strategy each replica): one warning.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ import logging
 import re
 from collections.abc import Iterator
 
-from stratagem.tf._warn_once import warn_once
+from stratagem.data.options import warn_once
 
 
 def executing_eagerly() -> bool:

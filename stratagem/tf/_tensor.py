@@ -1,12 +1,9 @@
 """Tensors as TF's ops see them: conversion with ``tf.constant``'s dtypes, and TF's no-implicit-promotion rule.
 
-Tensors are torch tensors (``tf.Tensor`` is ``torch.Tensor``). A Python value converts as ``tf.constant``
-converts it (int -> int32, float -> float32, str -> bytes, the conversion ``stratagem.data`` uses); numpy values
-keep their dtype. Also ``tf.TensorShape``, ``tf.TensorSpec`` and its base ``tf.TypeSpec``.
-
-NOTE: TF never promotes implicitly: ``tf.add(int32, float32)`` raises. The ops of ``stratagem.tf`` do the same
-(``TypeError`` naming ``tf.cast`` as the fix), so code that runs here runs in TF and gives the same dtypes.
-Python operators on torch tensors (``x + y``) are torch's and promote as torch does.
+``tf.Tensor`` is ``torch.Tensor``. A Python value converts as ``tf.constant`` converts it (int -> int32, float ->
+float32, str -> bytes); numpy values keep their dtype. Also ``tf.TensorShape``, ``tf.TensorSpec`` and ``tf.TypeSpec``.
+NOTE: as TF, ``stratagem.tf``'s ops never promote (``TypeError`` naming ``tf.cast``), so code that runs here runs in TF
+with the same dtypes; Python operators on torch tensors are torch's and promote.
 """
 
 from __future__ import annotations
@@ -46,10 +43,7 @@ def _to_numpy(value: Any, dtype: dtypes.DType | None) -> np.ndarray:
 
 
 def convert(value: Any, dtype: Any = None) -> Any:
-    """``tf.convert_to_tensor``: a torch tensor (bytes or a numpy ``S`` array for strings).
-
-    A tensor given with another ``dtype`` raises, as in TF; Python and numpy values convert to ``dtype``.
-    """
+    """``tf.convert_to_tensor``: a torch tensor (bytes or numpy ``S`` for strings); a tensor of another dtype raises."""
     value = unwrap(value)
     target = None if dtype is None else dtypes.as_dtype(dtype)
     if isinstance(value, torch.Tensor):
@@ -92,11 +86,7 @@ def is_tensor(value: Any) -> bool:
 
 
 def operands(op: str, *values: Any) -> list[torch.Tensor]:
-    """The tensors of an element-wise op with TF's dtype rule: Python values take the tensors' dtype, tensors must agree.
-
-    Raises:
-        TypeError: If two tensors have different dtypes (TF raises too; it never promotes).
-    """
+    """An element-wise op's tensors: Python values take the tensors' dtype; tensors of two dtypes raise TypeError."""
     first = next((unwrap(v) for v in values if is_tensor(v)), None)
     if first is None:
         first = tensor(values[0])

@@ -1,10 +1,8 @@
 """``tf.Variable``: a Keras 3 variable (torch backend) with TF's constructor and read/assign methods.
 
-NOTE: a ``tf.Variable`` IS a ``keras.Variable``, so Keras optimizers (``apply_gradients``), Keras layers and
-``stratagem`` checkpoints take it as they take the variables of a Keras model, and torch ops take it too (Keras
-unwraps it into its ``torch.nn.Parameter``). Its initial value converts as ``tf.constant`` converts (``1`` is
-int32, ``1.0`` float32). Keras cannot make a non-float variable trainable (torch gives gradients to floats only),
-so an integer or bool variable reports ``trainable=False``; TF reports True but never differentiates it either.
+NOTE: a ``tf.Variable`` IS a ``keras.Variable``, so Keras optimizers and layers, checkpoints and torch ops take it. Its
+initial value converts as ``tf.constant``'s. An integer or bool variable reports ``trainable=False`` (torch gives
+gradients to floats only); TF reports True but never differentiates it either.
 """
 
 from __future__ import annotations

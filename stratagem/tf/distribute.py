@@ -1,12 +1,8 @@
 """``tf.distribute``: TensorFlow's names for stratagem's strategies, and clear refusals for TPUs.
 
-The strategies, ``ReduceOp``, ``InputContext``, the cluster resolvers and ``ClusterCoordinator``
-are stratagem.distribute's own (one process per replica; see the README). This module adds
-only TF's spellings: the ``experimental``, ``cluster_resolver`` and ``coordinator``
-namespaces, the cross-device-ops names ``MirroredStrategy(cross_device_ops=)`` accepts, the
-older ``experimental.CollectiveCommunication`` and ``experimental.MultiWorkerMirroredStrategy
-(communication=)``, and ``TPUStrategy`` / ``TPUClusterResolver``, which raise because
-stratagem runs on torch's devices (CPU, CUDA), not TPUs.
+The strategies and their companions are ``stratagem.distribute``'s; this module adds TF's spellings (the
+``experimental``, ``cluster_resolver`` and ``coordinator`` namespaces, cross-device-ops names, older aliases) and
+``TPUStrategy`` / ``TPUClusterResolver``, which raise: stratagem runs on torch's CPU and CUDA devices.
 """
 
 from __future__ import annotations
@@ -15,27 +11,10 @@ import types
 from typing import Any
 
 from stratagem.distribute import (
-    CentralStorageStrategy,
-    ClusterResolver,
-    CommunicationImplementation,
-    CommunicationOptions,
-    DistributedDataset,
-    FixedShardsPartitioner,
-    InputContext,
-    InputOptions,
-    MaxSizePartitioner,
-    MinSizePartitioner,
-    MirroredStrategy,
-    MultiWorkerMirroredStrategy,
-    OneDeviceStrategy,
-    PerReplica,
-    ReduceOp,
-    SimpleClusterResolver,
-    SlurmClusterResolver,
-    Strategy,
-    TFConfigClusterResolver,
-    get_strategy,
-    has_strategy,
+    CentralStorageStrategy, ClusterResolver, CommunicationImplementation, CommunicationOptions, DistributedDataset,
+    FixedShardsPartitioner, InputContext, InputOptions, MaxSizePartitioner, MinSizePartitioner, MirroredStrategy,
+    MultiWorkerMirroredStrategy, OneDeviceStrategy, PerReplica, ReduceOp, SimpleClusterResolver, SlurmClusterResolver,
+    Strategy, TFConfigClusterResolver, get_strategy, has_strategy,
 )
 from stratagem.distribute.context import get_replica_context, in_cross_replica_context
 from stratagem.distribute.values import ReplicaContext, ValueContext
@@ -55,10 +34,9 @@ def _refuse_tpu(name: str) -> ConfigurationError:
     # A ValueError, as TF's TPUClusterResolver raises on a machine without TPUs: scripts that catch it
     # and fall back to another strategy keep working.
     return ConfigurationError(
-        f"TPUs are not supported: stratagem runs on PyTorch's CPU and CUDA devices, and torch has no TPU backend "
-        f"here. Use tf.distribute.MirroredStrategy() (every GPU of this host, or CPU replicas) or "
-        f"MultiWorkerMirroredStrategy() (several hosts) instead. Received: {name}"
-    )
+        "TPUs are not supported: stratagem runs on PyTorch's CPU and CUDA devices, and torch has no TPU backend here. "
+        "Use tf.distribute.MirroredStrategy() (every GPU of this host, or CPU replicas) or "
+        f"MultiWorkerMirroredStrategy() (several hosts) instead. Received: {name}")
 
 
 class TPUStrategy:
@@ -76,11 +54,7 @@ class TPUClusterResolver:
 
 
 class CrossDeviceOps:
-    """TF's choice of all-reduce algorithm for ``MirroredStrategy(cross_device_ops=)``: accepted, not used.
-
-    torch.distributed picks the algorithm (NCCL on GPUs, gloo's ring on CPUs); every
-    choice sums the same gradients, so results do not depend on it.
-    """
+    """TF's all-reduce algorithm for ``MirroredStrategy(cross_device_ops=)``: accepted; torch picks its own."""
 
     def __init__(self, **config: Any) -> None:
         self.config = config

@@ -1,10 +1,8 @@
 """``tf.dtypes``: ``tf.float32`` and the other dtypes, ``DType`` and ``as_dtype``.
 
-A ``DType`` names a torch dtype (tensors here are torch tensors) and compares equal to it, to the dtype's name
-and to the numpy dtype, so ``x.dtype == tf.float32`` holds for a torch tensor, a Keras variable (whose ``dtype``
-is the string ``"float32"``) and a numpy array. ``tf.string`` has no torch dtype: strings are Python ``bytes``
-(numpy ``S`` arrays for several), as in ``stratagem.data``. Keras takes a ``DType`` wherever it takes a dtype
-(it reads ``.name``); torch does not, so pass ``x.dtype`` or ``dtype.as_torch_dtype`` to torch itself.
+A ``DType`` names a torch dtype and compares equal to it, to its name and to the numpy dtype, so ``x.dtype ==
+tf.float32`` holds for torch tensors, Keras variables and numpy arrays. ``tf.string`` has no torch dtype: strings are
+``bytes`` (numpy ``S`` arrays). Keras takes a ``DType`` (it reads ``.name``); torch wants ``dtype.as_torch_dtype``.
 """
 
 from __future__ import annotations
@@ -164,11 +162,7 @@ _BY_TORCH: dict[torch.dtype, DType] = {d.as_torch_dtype: d for d in _BY_NAME.val
 
 
 def as_dtype(type_value: Any) -> DType:
-    """``tf.as_dtype``: the ``DType`` of a ``DType``, name, torch dtype, numpy dtype or Python type.
-
-    Raises:
-        TypeError: For anything that names no dtype here.
-    """
+    """``tf.as_dtype``: the ``DType`` of a ``DType``, name, torch dtype, numpy dtype or Python type (else TypeError)."""
     if isinstance(type_value, DType):
         return type_value
     if isinstance(type_value, torch.dtype):
@@ -191,10 +185,8 @@ def as_dtype(type_value: Any) -> DType:
                 return bfloat16
             if numpy_dtype.name in _BY_NAME:
                 return _BY_NAME[numpy_dtype.name]
-    raise TypeError(
-        f"Cannot convert {type_value!r} to a dtype. Use one of tf.{', tf.'.join(sorted(_BY_NAME))}. "
-        f"Received: type_value={type_value!r}"
-    )
+    raise TypeError(f"Cannot convert {type_value!r} to a dtype. Use one of tf.{', tf.'.join(sorted(_BY_NAME))}. "
+                    f"Received: type_value={type_value!r}")
 
 
 def torch_dtype(dtype: Any) -> torch.dtype:

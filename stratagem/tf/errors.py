@@ -1,8 +1,7 @@
 """``tf.errors``: TF's exception classes, for ``except`` clauses of ported code.
 
-Each also derives from the matching Python exception, so ``except FileNotFoundError`` catches the
-``NotFoundError`` that ``tf.io.gfile`` raises for a missing file, as ``except tf.errors.NotFoundError`` does.
-An exhausted iterator raises ``StopIteration``, as ``next()`` on TF 2's iterators does.
+Each also derives from the matching Python exception (``NotFoundError`` is a ``FileNotFoundError``). An exhausted
+iterator raises ``StopIteration``, as TF 2's do.
 """
 
 from __future__ import annotations

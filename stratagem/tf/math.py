@@ -1,10 +1,8 @@
 """``tf.math``: element-wise arithmetic, comparisons and reductions on torch, with TF's dtype rules.
 
-Where TF and torch differ, TF wins: operands of two dtypes raise (no promotion); ``divide``/``truediv`` of int32 or
-int64 gives float64 (int8/int16/uint8/uint16 give float32); ``floordiv`` rounds toward -inf; reductions keep the
-input's dtype (``reduce_sum`` of int32 is int32, ``reduce_mean`` of ints truncates); ``argmax`` gives int64 and
-reduces axis 0 by default; ``sqrt``/``exp``/``log`` refuse integers. (``tf.truncatediv``/``truncatemod`` are
-top-level names in TF, not ``tf.math``'s.)
+Where TF and torch differ, TF wins: two dtypes raise (no promotion); ``divide`` of int32/int64 gives float64 (smaller
+ints float32); ``floordiv`` rounds toward -inf; reductions keep the dtype (``reduce_mean`` of ints truncates);
+``argmax`` gives int64 over axis 0; ``sqrt``/``exp``/``log`` refuse integers.
 """
 
 from __future__ import annotations

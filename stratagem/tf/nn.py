@@ -1,8 +1,4 @@
-"""``tf.nn``: activations and the losses written against logits, on torch, with TF's formulas.
-
-``compute_average_loss`` is ``stratagem.nn``'s (the global-batch rule of custom loops), and
-``scale_regularization_loss`` divides by the current strategy's ``num_replicas_in_sync``, as TF's does.
-"""
+"""``tf.nn``: activations and the losses written against logits, on torch, with TF's formulas."""
 
 from __future__ import annotations
 
@@ -124,8 +120,7 @@ def embedding_lookup(params: Any, ids: Any, max_norm: float | None = None, name:
 def scale_regularization_loss(regularization_loss: Any) -> torch.Tensor:
     """``tf.nn.scale_regularization_loss``: the summed loss divided by ``num_replicas_in_sync``.
 
-    Each replica adds it to its share of the loss, and the strategy sums gradients over replicas, so the
-    regularization term counts once per step, as on one device.
+    The strategy sums gradients over replicas, so the term counts once per step, as on one device.
     """
     total = tensor(regularization_loss).sum()
     return total / context.get_strategy().num_replicas_in_sync

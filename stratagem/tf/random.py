@@ -1,10 +1,8 @@
 """``tf.random``: random tensors from torch's generators, with TF's arguments and dtypes.
 
-``set_seed`` is ``stratagem.data.set_seed``: it seeds torch's global generator, which TF's global seed stands for
-here (these ops, unseeded ``tf.data`` shuffles, torch-made weights). Like TF's, it does not seed numpy or Python's
-``random``, and Keras 3 draws its initializers from its own seed generator (``keras.utils.set_random_seed`` seeds
-all of them). An op-level ``seed`` gives the op its own generator: the same sequence on every run, and each call
-the next values of that sequence, as TF's op seeds do.
+``set_seed`` is ``stratagem.data.set_seed``: torch's global generator stands for TF's global seed; like TF's, it seeds
+neither numpy, Python's ``random`` nor Keras's initializers (``keras.utils.set_random_seed`` does). An op-level ``seed``
+gives the op its own generator, each call the next values of its sequence, as TF's op seeds do.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """``tf.saved_model``: ``save``/``load`` on stratagem's export (``stratagem.models.saving``).
 
-There is no TF SavedModel here: ``save`` writes the folder ``Model.save`` writes
-(``weights.safetensors``, a ``torch.export`` program, ``metadata.json``), atomically and on
-the chief only, and ``load`` reads it back without running code from it, as a
-``LoadedModel`` that is called like TF's restored object (``loaded(x)``) and has ``predict``.
-A Keras model is saved through ``stratagem.Model(keras_model)``, with its ``inputs`` for shapes.
+``save`` writes ``Model.save``'s folder (safetensors weights, a ``torch.export`` program, metadata), atomically, on the
+chief only; ``load`` reads it back without running code from it, as a ``LoadedModel`` called like TF's (``loaded(x)``).
 """
 
 from __future__ import annotations
@@ -35,13 +32,10 @@ class LoadOptions:
 
 
 def save(obj: Any, export_dir: str | os.PathLike[str], signatures: Any = None, options: SaveOptions | None = None) -> None:
-    """Exports ``obj`` (a ``stratagem.Model`` or a built Keras model) to the folder ``export_dir``.
-
-    Only the chief writes; every replica may call it.
+    """Exports ``obj`` (a ``stratagem.Model`` or a built Keras model) to ``export_dir``; only the chief writes.
 
     Raises:
-        ValueError: If ``signatures`` is given (the export has one entry point, the model's call),
-            or the input shapes are unknown.
+        ValueError: If ``signatures`` is given (one entry point: the model's call), or the input shapes are unknown.
         TypeError: If ``obj`` is neither a ``stratagem.Model`` nor a Keras model.
     """
     if signatures is not None:

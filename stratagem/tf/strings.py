@@ -1,7 +1,4 @@
-"""``tf.strings``: string ops on strings as ``stratagem.data`` holds them (``bytes``; numpy ``S`` arrays for several).
-
-``split`` is ``stratagem.strings``'s; the others apply the ``bytes`` method element by element.
-"""
+"""``tf.strings``: string ops on ``bytes`` (numpy ``S`` arrays for several), as ``stratagem.data`` holds strings."""
 
 from __future__ import annotations
 

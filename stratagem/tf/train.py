@@ -1,12 +1,7 @@
 """``tf.train``: object checkpoints (``stratagem.train``), the cluster spec, and TF 1's optimizer names.
 
-``Checkpoint``, ``CheckpointManager`` and ``latest_checkpoint`` are ``stratagem.train``'s;
-``ClusterSpec`` is ``stratagem.distribute``'s; ``Example`` and its parts are ``stratagem.train``'s
-(protobuf messages with TF's layout). TF 1's optimizers (``AdamOptimizer``,
-``GradientDescentOptimizer``, ``MomentumOptimizer``) return the Keras 3 optimizer with the
-same update rule, as TF 2 moved them to ``tf.keras.optimizers``: ``model.compile`` and
-custom loops (``apply_gradients``) take it. Their graph-mode ``minimize(global_step=)``
-has no eager meaning and is not provided.
+TF 1's optimizers (``AdamOptimizer``, ``GradientDescentOptimizer``, ``MomentumOptimizer``) return the Keras 3 optimizer
+with the same update rule, as TF 2 moved them; graph-mode ``minimize(global_step=)`` is not provided.
 """
 
 from __future__ import annotations
@@ -42,8 +37,7 @@ def MomentumOptimizer(learning_rate: float, momentum: float, use_locking: bool =
                       use_nesterov: bool = False) -> Any:
     """TF 1's ``tf.train.MomentumOptimizer``: ``keras.optimizers.SGD(learning_rate, momentum, nesterov)``.
 
-    TF 1 accumulates gradients and scales by the rate when applying, Keras scales first;
-    with a constant rate both make the same updates.
+    TF 1 scales by the rate when applying, Keras first: with a constant rate the updates are the same.
     """
     _refuse_locking(use_locking, "MomentumOptimizer")
     return _keras_optimizers().SGD(learning_rate=learning_rate, momentum=momentum, nesterov=use_nesterov, name=name)
@@ -51,10 +45,7 @@ def MomentumOptimizer(learning_rate: float, momentum: float, use_locking: bool =
 
 def AdamOptimizer(learning_rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-08,
                   use_locking: bool = False, name: str = "Adam") -> Any:
-    """TF 1's ``tf.train.AdamOptimizer``: ``keras.optimizers.Adam`` with its beta1/beta2/epsilon.
-
-    Both add epsilon after the bias correction (TF 1's "epsilon hat"), so the updates match.
-    """
+    """TF 1's ``tf.train.AdamOptimizer``: ``keras.optimizers.Adam`` (both add epsilon after the bias correction)."""
     _refuse_locking(use_locking, "AdamOptimizer")
     return _keras_optimizers().Adam(learning_rate=learning_rate, beta_1=beta1, beta_2=beta2, epsilon=epsilon,
                                     name=name)

@@ -1,10 +1,7 @@
 """``MixIterator``: the iterator base of ops that pick each element from one of several inputs.
 
-``sample_from_datasets`` picks at random, ``choose_from_datasets`` as a choice
-dataset says. Both keep one iterator per input and which inputs have ended,
-check that the inputs' elements agree in structure and dtypes (each input's
-first element is checked, as tf.data checks specs), and nest the inputs'
-states in their own.
+It keeps one iterator per input and which have ended, checks each input's first element's structure and dtypes (as
+tf.data checks specs), and nests the inputs' states.
 """
 
 from __future__ import annotations
@@ -26,19 +23,30 @@ def check_datasets(op: str, datasets: Any) -> list[Dataset]:
 
 
 class MixIterator(DatasetIterator):
-    """Subclasses call ``_next_from(i)`` from ``__next__``; ``_EXHAUSTED`` tells them input ``i`` has ended."""
+    """Subclasses say which input gives the next element (``_pick``); an ended input stops all if ``stop_on_empty``."""
 
     _PARENTS = "parents"
     _ALIVE = "alive"
     _EXHAUSTED = object()
 
-    def __init__(self, op: str, datasets: Sequence[Dataset], ctx: IterContext) -> None:
-        self._op = op
+    def __init__(self, op: str, datasets: Sequence[Dataset], ctx: IterContext, stop_on_empty: bool) -> None:
+        self._op, self._stop_on_empty = op, stop_on_empty
         self._inputs = [d._make_iterator(ctx) for d in datasets]
         self._alive = [True] * len(self._inputs)
         self._types: Any = None  # of the first element read, from input self._typed_by
         self._typed_by = 0
         self._checked = [False] * len(self._inputs)
+
+    def __next__(self) -> Any:
+        while True:
+            if self._stop_on_empty and not all(self._alive):
+                raise StopIteration
+            element = self._next_from(self._pick())
+            if element is not self._EXHAUSTED:
+                return element
+
+    def _pick(self) -> int:
+        raise NotImplementedError
 
     def _next_from(self, which: int) -> Any:
         try:

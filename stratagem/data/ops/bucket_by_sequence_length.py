@@ -1,7 +1,6 @@
 """``bucket_by_sequence_length``: batches elements of similar length together, padded per bucket.
 
-Built as tf.data builds it: ``group_by_window`` keyed by bucket, each window
-``padded_batch``-ed (``batch``-ed with ``no_padding``) to its bucket's size.
+As in tf.data: ``group_by_window`` keyed by bucket, each window ``padded_batch``-ed (``batch``-ed with ``no_padding``).
 """
 
 from __future__ import annotations
@@ -25,18 +24,13 @@ def bucket_by_sequence_length(dataset: Dataset, element_length_func: Callable[..
                               drop_remainder: bool = False) -> Dataset:
     """See ``Dataset.bucket_by_sequence_length``.
 
-    Bucket ``i`` holds lengths in ``[bucket_boundaries[i-1], bucket_boundaries[i])``
-    (the first from -inf, the last to +inf). With ``pad_to_bucket_boundary``
-    each batch is padded to its bucket's upper boundary minus one: the
-    ``None`` dimensions of ``padded_shapes``, or, without ``padded_shapes``,
-    axis 0 of every non-scalar component (tf.data pads the dimensions its
-    static shapes leave unknown; stratagem's shapes are all known, so axis 0
-    is taken as the sequence axis).
+    Bucket ``i`` holds lengths in ``[bucket_boundaries[i-1], bucket_boundaries[i])`` (the first from -inf, the last to
+    +inf). ``pad_to_bucket_boundary`` pads to the upper boundary minus one the ``None`` dimensions of ``padded_shapes``,
+    else axis 0 of each non-scalar component (tf.data pads what its static shapes leave unknown).
 
     Raises:
-        ValueError: If ``bucket_batch_sizes`` does not have one more entry than
-            ``bucket_boundaries``, the boundaries do not increase, or (while
-            iterating) an element is too long for ``pad_to_bucket_boundary``.
+        ValueError: If ``bucket_batch_sizes`` does not have one more entry than ``bucket_boundaries``, the boundaries do
+            not increase, or (while iterating) an element is too long for ``pad_to_bucket_boundary``.
     """
     boundaries, sizes = [int(b) for b in bucket_boundaries], [int(s) for s in bucket_batch_sizes]
     if len(sizes) != len(boundaries) + 1:

@@ -16,15 +16,11 @@ from stratagem.data.ops._mixing import MixIterator, check_datasets
 class ChooseFromDatasetsDataset(Dataset):
     """See ``Dataset.choose_from_datasets``.
 
-    Element ``k`` is the next element of ``datasets[c_k]``, ``c_k`` the
-    ``k``-th element of ``choice_dataset`` (int64 scalars, as tf.data
-    requires). It ends with the choices, or, if ``stop_on_empty_dataset``
-    (the default), as soon as a chosen input has ended; otherwise choices of
-    an ended input are skipped.
+    Element ``k`` comes from ``datasets[c_k]``, ``c_k`` the ``k``-th int64 choice. It ends with the choices, or when a
+    chosen input ends if ``stop_on_empty_dataset`` (default); otherwise such choices are skipped.
 
     Raises:
-        TypeError: If the arguments are not Datasets, or (while iterating) a
-            choice is not an int64 scalar.
+        TypeError: If the arguments are not Datasets, or (while iterating) a choice is not an int64 scalar.
         ValueError: (While iterating) if a choice is not a valid index into ``datasets``.
 
     Example:
@@ -66,17 +62,12 @@ class _ChooseIterator(MixIterator):
     _CHOICE = "choice"
 
     def __init__(self, dataset: ChooseFromDatasetsDataset, ctx: IterContext) -> None:
-        super().__init__("choose_from_datasets", dataset._parents[:-1], ctx)
+        super().__init__("choose_from_datasets", dataset._parents[:-1], ctx, dataset._stop_on_empty)
         self._dataset = dataset
         self._choices = dataset._parents[-1]._make_iterator(ctx)
 
-    def __next__(self) -> Any:
-        while True:
-            if self._dataset._stop_on_empty and not all(self._alive):
-                raise StopIteration
-            element = self._next_from(self._dataset.choice(next(self._choices)))
-            if element is not self._EXHAUSTED:
-                return element
+    def _pick(self) -> int:
+        return self._dataset.choice(next(self._choices))
 
     def get_state(self) -> dict[str, Any]:
         return {**super().get_state(), self._CHOICE: self._choices.get_state()}

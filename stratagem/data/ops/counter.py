@@ -13,10 +13,7 @@ from stratagem.data.options import INFINITE_CARDINALITY
 
 
 class CounterDataset(Dataset):
-    """int64 scalars ``start + i * step`` for ever; random-access, cardinality ``INFINITE_CARDINALITY``.
-
-    ``enumerate`` zips one with its input, so enumerating an endless dataset is endless too.
-    """
+    """int64 scalars ``start + i * step`` for ever; random-access, cardinality ``INFINITE_CARDINALITY``."""
 
     def __init__(self, start: int = 0, step: int = 1) -> None:
         super().__init__()

@@ -1,10 +1,7 @@
 """File sources: ``ListFilesDataset`` (``Dataset.list_files``), ``TextLineDataset``, and their shared base.
 
-They know their list of files, so the ``FILE`` auto-shard policy can give
-each worker every N-th file through ``with_files_shard``. ``FileSourceDataset``
-reads records from byte offsets, so a position restores with one seek instead
-of a replay (in a gzip file the seek decompresses up to the offset);
-``TFRecordDataset`` (``ops/tfrecord.py``) is the other such source.
+They know their files, so the ``FILE`` auto-shard policy gives each worker every N-th (``with_files_shard``);
+``FileSourceDataset`` reads from byte offsets, so a position restores with one seek.
 """
 
 from __future__ import annotations
@@ -12,7 +9,6 @@ from __future__ import annotations
 import abc
 import copy
 import glob
-import gzip
 import os
 import zlib
 from collections.abc import Callable, Sequence
@@ -23,27 +19,22 @@ import numpy as np
 from stratagem.data.dataset import Dataset, _check_positive
 from stratagem.data.iterator import DatasetIterator, IterContext
 from stratagem.data.ops.shuffle import mix_seed
+from stratagem.data.tfrecord_format import check_compression_type, open_stream
 from stratagem.errors import DataLossError
-
-_COMPRESSION_TYPES = ("", "GZIP")
 
 
 class ListFilesDataset(Dataset):
     """Sorted names of the files matching glob patterns; see ``Dataset.list_files``.
 
-    Random-access. Patterns are matched once, when the dataset is built.
-    With ``shuffle=True`` each epoch is a fresh permutation, seeded by
-    ``seed`` or else by the iterator's seed, as in ``shuffle``.
+    Random-access; patterns are matched once, when built. ``shuffle=True`` permutes each epoch, as ``shuffle`` does.
 
     Args:
-        file_pattern: A glob pattern or a list of them (their matches are
-            merged, without duplicates).
+        file_pattern: A glob pattern or a list of them (their matches are merged, without duplicates).
         shuffle: Shuffle the names each epoch.
         seed: Seed of the shuffle; None uses the iterator's seed.
 
     Raises:
-        FileNotFoundError: If no file matches (tf.data raises "No files
-            matched pattern").
+        FileNotFoundError: If no file matches (tf.data raises "No files matched pattern").
 
     Example:
         >>> names = Dataset.list_files("/data/train-*.txt", shuffle=False)
@@ -57,10 +48,8 @@ class ListFilesDataset(Dataset):
             [os.fspath(p) for p in file_pattern]
         self._files = sorted({path for pattern in patterns for path in glob.glob(pattern)})
         if not self._files:
-            raise FileNotFoundError(
-                f"No files matched pattern: {', '.join(patterns)}. Check the path and the glob syntax. "
-                f"Received: file_pattern={file_pattern!r}"
-            )
+            raise FileNotFoundError(f"No files matched pattern: {', '.join(patterns)}. Check the path and the glob "
+                                    f"syntax. Received: file_pattern={file_pattern!r}")
         self._patterns, self._shuffle, self._seed = patterns, bool(shuffle), seed
         self._salt = zlib.crc32("\0".join(patterns).encode())
         self._permutation: tuple[int, np.ndarray] | None = None
@@ -87,10 +76,7 @@ class ListFilesDataset(Dataset):
         return True
 
     def with_files_shard(self, num_shards: int, index: int) -> ListFilesDataset:
-        """This dataset over files ``index``, ``index + num_shards``, ... of the sorted list.
-
-        Sharding happens before shuffling, so shards are disjoint whatever the seeds.
-        """
+        """Files ``index``, ``index + num_shards``, ... of the sorted list, before the shuffle: shards are disjoint."""
         clone = copy.copy(self)
         clone._files = shard_file_list(self._files, num_shards, index)
         clone._permutation = None
@@ -101,33 +87,22 @@ class ListFilesDataset(Dataset):
 
 
 def shard_file_list(files: Sequence[str], num_shards: int, index: int) -> list[str]:
-    """Every ``num_shards``-th file starting at ``index``.
-
-    Raises:
-        ValueError: If the arguments are out of range, or there are fewer files
-            than shards (some worker would get none).
-    """
+    """Every ``num_shards``-th file from ``index``; ValueError out of range or for fewer files than shards."""
     _check_positive("num_shards", num_shards)
     if not 0 <= index < num_shards:
         raise ValueError(f"index must be in [0, num_shards={num_shards}). Received: index={index}")
     if len(files) < num_shards:
-        raise ValueError(
-            f"Cannot shard {len(files)} files into {num_shards} shards: some workers would get no file. "
-            f"Use fewer workers or more files, or AutoShardPolicy.DATA. "
-            f"Received: num_files={len(files)}, num_shards={num_shards}"
-        )
+        raise ValueError(f"Cannot shard {len(files)} files into {num_shards} shards: some workers would get no file. "
+                         f"Use fewer workers or more files, or AutoShardPolicy.DATA. Received: num_files={len(files)}, "
+                         f"num_shards={num_shards}")
     return list(files[index::num_shards])
 
 
 class FileSourceDataset(Dataset):
     """Base of the sources that read records from a list of files in order (text lines, TFRecords).
 
-    The files are a list of names, or a ``Dataset`` of names (e.g.
-    ``Dataset.list_files``). A subclass says how to open one file, as a reader
-    with ``read()`` (the next element, or None at the end), ``offset`` (bytes
-    consumed, where a reader opened at that offset resumes) and ``close()``.
-    The iterator's state is the file's position in the list and that offset,
-    so a position restores with one seek instead of a replay.
+    A subclass opens one file as a reader with ``read()`` (the next element, or None), ``offset`` (bytes consumed, where
+    a reader opened there resumes) and ``close()``. The state is the file's position in the list and that offset.
     """
 
     def __init__(self, filenames: str | os.PathLike[str] | Sequence[str] | Dataset) -> None:
@@ -155,11 +130,7 @@ class FileSourceDataset(Dataset):
         return FileRecordIterator(self._files, names, self._open_reader)
 
     def with_files_shard(self, num_shards: int, index: int) -> FileSourceDataset:
-        """This dataset over every ``num_shards``-th file, starting at file ``index``.
-
-        With a ``Dataset`` of names, a ``list_files`` source is sharded by file
-        (before its shuffle); another dataset of names is ``shard``-ed.
-        """
+        """Every ``num_shards``-th file from ``index``; a ``list_files`` source shards before its shuffle."""
         clone = copy.copy(self)
         if self._files is not None:
             clone._files = shard_file_list(self._files, num_shards, index)
@@ -181,14 +152,11 @@ class FileSourceDataset(Dataset):
 class TextLineDataset(FileSourceDataset):
     """Lines of text files as bytes scalars, without the line ending (``tf.data.TextLineDataset``).
 
-    Streaming. A line ends at ``\\n`` (a ``\\r`` before it is dropped too); a
-    last line without one is still produced. The iterator's state is the
-    file's position in the list and the byte offset of the next line.
+    Streaming. A line ends at ``\\n`` (a ``\\r`` before it is dropped too); a last line without one is still produced.
 
     Args:
-        filenames: A file name, a list of them, or a ``Dataset`` of names
-            (e.g. ``Dataset.list_files``), read in order.
-        compression_type: None or ``""`` for plain files, ``"GZIP"`` for gzip.
+        filenames: A file name, a list of them, or a ``Dataset`` of names (e.g. ``Dataset.list_files``), read in order.
+        compression_type: None or ``""`` for plain files, ``"ZLIB"`` or ``"GZIP"``, as in TF.
 
     Raises:
         ValueError: If ``compression_type`` is not supported.
@@ -201,13 +169,7 @@ class TextLineDataset(FileSourceDataset):
     def __init__(self, filenames: str | os.PathLike[str] | Sequence[str] | Dataset,
                  compression_type: str | None = None) -> None:
         super().__init__(filenames)
-        compression = "" if compression_type is None else str(compression_type)
-        if compression not in _COMPRESSION_TYPES:
-            raise ValueError(
-                f"Unsupported compression_type. Expected None, '' or 'GZIP' (ZLIB is not supported). "
-                f"Received: compression_type={compression_type!r}"
-            )
-        self.compression_type = compression
+        self.compression_type = check_compression_type(compression_type)
 
     def _open_reader(self, path: str, offset: int) -> _LineReader:
         return _LineReader(path, self.compression_type, offset)
@@ -217,13 +179,10 @@ class TextLineDataset(FileSourceDataset):
 
 
 class _LineReader:
-    """One text file's lines; in a gzip file the seek decompresses up to the offset."""
+    """One text file's lines; in a compressed file the seek decompresses up to the offset."""
 
     def __init__(self, path: str, compression: str, offset: int) -> None:
-        handle: Any = gzip.open(path, "rb") if compression == "GZIP" else open(path, "rb")  # noqa: SIM115
-        self._handle, self.offset = handle, offset
-        if offset:
-            handle.seek(offset)
+        self._handle, self.offset = open_stream(path, compression, offset, kind="text file"), offset
 
     def read(self) -> Any:
         line = self._handle.readline()
@@ -327,10 +286,8 @@ def _file_list(filenames: Any) -> list[str]:
         filenames = filenames.reshape(-1).tolist()
     if isinstance(filenames, (list, tuple)):
         return [_name_of(name) for name in filenames]
-    raise TypeError(
-        "filenames must be a file name, a list of names or a Dataset of names. "
-        f"Received: filenames of type {type(filenames).__name__}"
-    )
+    raise TypeError("filenames must be a file name, a list of names or a Dataset of names. Received: filenames of type "
+                    f"{type(filenames).__name__}")
 
 
 def _name_of(value: Any) -> str:

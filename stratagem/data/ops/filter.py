@@ -1,9 +1,4 @@
-"""``FilterDataset``: the elements for which ``predicate`` is true.
-
-How many elements pass is unknown until they are produced, so a filter is
-always streaming, even over a random-access parent. Its state is the
-parent's: restoring a filter costs what restoring the parent costs.
-"""
+"""``FilterDataset``: the elements for which ``predicate`` is true; always streaming, its state is the parent's."""
 
 from __future__ import annotations
 
@@ -21,17 +16,14 @@ from stratagem.data.iterator import DatasetIterator, IterContext, ParentPosition
 class FilterDataset(Dataset):
     """Keeps the elements for which ``predicate`` is true; see ``Dataset.filter``.
 
-    As in tf.data, a tuple element is unpacked into the predicate's
-    positional arguments.
+    As in tf.data, a tuple element is unpacked into the predicate's positional arguments.
 
     Args:
         parent: The input dataset.
-        predicate: A function of one element returning a Python bool, a numpy
-            bool or a 0-d bool tensor.
+        predicate: A function of one element returning a Python bool, a numpy bool or a 0-d bool tensor.
 
     Raises:
-        TypeError: If ``predicate`` is not callable, or (while iterating) if it
-            returns anything other than a boolean scalar.
+        TypeError: If ``predicate`` is not callable, or (while iterating) returns anything but a boolean scalar.
 
     Example:
         >>> [int(x) for x in Dataset.range(6).filter(lambda x: x % 2 == 0)]
@@ -63,11 +55,7 @@ class _FilterIterator(ParentPositionIterator):
 
 
 def as_predicate_bool(result: Any) -> bool:
-    """``result`` as a bool if it is a boolean scalar (Python, numpy, 0-d array or tensor).
-
-    Raises:
-        TypeError: Naming what was returned otherwise.
-    """
+    """``result`` as a bool if it is a boolean scalar (Python, numpy, 0-d array or tensor); else TypeError."""
     if isinstance(result, (bool, np.bool_)):
         return bool(result)
     if isinstance(result, torch.Tensor) and result.ndim == 0 and result.dtype == torch.bool:
@@ -79,6 +67,5 @@ def as_predicate_bool(result: Any) -> bool:
     else:
         returned = f"{type(result).__name__} {result!r}"
     raise TypeError(
-        "filter predicate must return a boolean scalar: a Python bool, a numpy bool or a 0-d bool tensor. "
-        f"Compare explicitly (e.g. `x > 0`) or reduce with .all()/.any(). Received: predicate returned {returned}"
-    )
+        "filter predicate must return a boolean scalar: a Python bool, a numpy bool or a 0-d bool tensor. Compare "
+        f"explicitly (e.g. `x > 0`) or reduce with .all()/.any(). Received: predicate returned {returned}")

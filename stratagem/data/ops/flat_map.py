@@ -11,9 +11,6 @@ from stratagem.data.ops.interleave import InterleaveDataset
 class FlatMapDataset(InterleaveDataset):
     """See ``Dataset.flat_map``: an interleave with one open input, as tf.data defines it.
 
-    Its state (the parent's position before the open element, plus that
-    element's dataset's position) restores without replaying the input.
-
     Example:
         >>> ds = Dataset.range(1, 4).flat_map(lambda x: Dataset.from_tensors(x).repeat(x))
         >>> [int(x) for x in ds]

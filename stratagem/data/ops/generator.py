@@ -1,10 +1,7 @@
 """``GeneratorDataset``: the elements of a Python generator, called anew for every epoch.
 
-A generator cannot jump to a position, so the iterator's state is the number
-of elements consumed, and restoring it calls ``generator()`` again and
-discards that many elements. That replay costs as much as producing them
-did: O(position) time, nothing stored. A generator that yields a different
-sequence on every call cannot be restored exactly.
+The state is the number of elements consumed: restoring calls ``generator()`` again and discards that many
+(O(position)), so a generator that yields a different sequence on every call cannot be restored exactly.
 """
 
 from __future__ import annotations
@@ -23,30 +20,21 @@ from stratagem.data.iterator import DatasetIterator, IterContext
 class GeneratorDataset(Dataset):
     """Elements of ``generator()``; see ``Dataset.from_generator``.
 
-    Python scalars and lists in the yielded elements become numpy arrays with
-    TF's dtypes (int32, float32, bytes; see ``_python_values``);
-    tuples and dicts keep their structure, and numpy arrays and torch tensors
-    pass through.
+    Python scalars and lists become numpy arrays with TF's dtypes (int32, float32, bytes); arrays and tensors pass.
 
     Args:
-        generator: A callable that returns an iterable, called with ``args``.
-            It is called once per epoch (and again to restore a position).
-        output_signature: Optional structure matching the elements, each leaf
-            a dtype (``"float32"``, ``np.int64``, ``torch.float32``,
-            ``tf.float32``), a ``(shape, dtype)`` pair as in
-            ``Dataset.element_spec``, or a ``tf.TensorSpec``, with None for a
-            dimension of any size. Leaves are cast to the dtype (a torch or
-            ``tf`` dtype gives a torch tensor, ``tf.string`` bytes) and their
-            shapes are checked.
+        generator: A callable returning an iterable, called with ``args`` once per epoch (and to restore a position).
+        output_signature: Optional structure matching the elements, each leaf a dtype (``"float32"``, ``np.int64``,
+            ``torch.float32``, ``tf.float32``), a ``(shape, dtype)`` pair as in ``Dataset.element_spec``, or a
+            ``tf.TensorSpec``, with None for a dimension of any size. Leaves are cast to the dtype (a torch or ``tf``
+            dtype gives a torch tensor, ``tf.string`` bytes) and their shapes are checked.
         output_types: TF's older form: the structure of dtypes alone.
         output_shapes: With ``output_types``: the same structure of shapes.
-        args: Values passed to ``generator``, converted as TF converts them:
-            a ``str`` arrives as ``bytes``, a Python int as a numpy int32.
+        args: Values passed to ``generator``, converted as TF does (``str`` -> ``bytes``, int -> numpy int32).
 
     Raises:
-        TypeError: If ``generator`` is not callable, a leaf of the signature
-            is not a dtype, ``(shape, dtype)`` pair or spec, or
-            ``output_signature`` is given with ``output_types``/``output_shapes``.
+        TypeError: If ``generator`` is not callable, a leaf of the signature is not a dtype, ``(shape, dtype)`` pair or
+            spec, or ``output_signature`` is given with ``output_types``/``output_shapes``.
 
     Example:
         >>> ds = Dataset.from_generator(lambda: iter(range(3)))
@@ -58,10 +46,8 @@ class GeneratorDataset(Dataset):
                  output_types: Any = None, output_shapes: Any = None, args: Sequence[Any] | None = None) -> None:
         super().__init__()
         if not callable(generator):
-            raise TypeError(
-                "generator must be a callable that returns an iterable (tf.data calls it once per epoch). "
-                f"Received: generator of type {type(generator).__name__}"
-            )
+            raise TypeError("generator must be a callable that returns an iterable (tf.data calls it once per epoch). "
+                            f"Received: generator of type {type(generator).__name__}")
         self._generator = generator
         self._args = tuple(_argument(value) for value in (args or ()))
         self._signature = _signature(output_signature, output_types, output_shapes)
@@ -103,10 +89,9 @@ class _GeneratorIterator(DatasetIterator):
                 next(self._source)
             except StopIteration:
                 raise ValueError(
-                    "Cannot restore a from_generator position: the generator ended before the saved position, "
-                    "so it does not yield the same sequence on every call. Make generator() deterministic. "
-                    f"Received: num_consumed={count}, generator yielded {skipped}"
-                ) from None
+                    "Cannot restore a from_generator position: the generator ended before the saved position, so it "
+                    "does not yield the same sequence on every call. Make generator() deterministic. Received: "
+                    f"num_consumed={count}, generator yielded {skipped}") from None
 
     def get_state(self) -> dict[str, Any]:
         return {self._CONSUMED: self._consumed}
@@ -186,10 +171,8 @@ def _parse_signature(signature: Any) -> Any:
         return {key: _parse_signature(value) for key, value in signature.items()}
     if isinstance(signature, (tuple, list)):
         return _Structure(_parse_signature(value) for value in signature)
-    raise TypeError(
-        "Each leaf of output_signature must be a dtype or a (shape, dtype) pair. "
-        f"Received: {signature!r} of type {type(signature).__name__}"
-    )
+    raise TypeError(f"Each leaf of output_signature must be a dtype or a (shape, dtype) pair. Received: {signature!r} "
+                    f"of type {type(signature).__name__}")
 
 
 class _Structure(tuple):
@@ -201,10 +184,8 @@ def _apply_signature(element: Any, spec: Any, position: int, *, path: str) -> An
         keys = list(spec) if isinstance(spec, dict) else list(range(len(spec)))
         same = isinstance(element, dict) if isinstance(spec, dict) else isinstance(element, (tuple, list))
         if not same or len(element) != len(keys) or (isinstance(spec, dict) and set(element) != set(keys)):
-            raise ValueError(
-                f"from_generator element {position} does not match output_signature at {path}. "
-                f"Received: {type(element).__name__} {_describe(element)}, expected {len(keys)} components {keys}"
-            )
+            raise ValueError(f"from_generator element {position} does not match output_signature at {path}. Received: "
+                             f"{type(element).__name__} {_describe(element)}, expected {len(keys)} components {keys}")
         parts = {key: _apply_signature(element[key], spec[key], position, path=f"{path}[{key!r}]") for key in keys}
         return parts if isinstance(spec, dict) else tuple(parts[i] for i in keys)
     return _cast_leaf(element, spec, position, path)
@@ -227,10 +208,8 @@ def _cast_leaf(leaf: Any, spec: tuple[tuple[int | None, ...] | None, Any], posit
 def _check_shape(leaf: Any, shape: tuple[int | None, ...] | None, position: int, path: str) -> Any:
     actual = tuple(np.shape(leaf))
     if shape is not None and (len(actual) != len(shape) or any(e is not None and e != a for a, e in zip(actual, shape))):
-        raise ValueError(
-            f"from_generator element {position} has the wrong shape at {path}: output_signature expects "
-            f"{shape} (None matches any size). Received: shape {actual}"
-        )
+        raise ValueError(f"from_generator element {position} has the wrong shape at {path}: output_signature expects "
+                         f"{shape} (None matches any size). Received: shape {actual}")
     return leaf
 
 

@@ -1,10 +1,7 @@
 """``GroupByWindowDataset``: elements grouped by a key into windows, each reduced to a dataset.
 
-tf.data's ``group_by_window``: an element goes to its key's window; a window
-that reaches its size is passed (as a dataset, like ``window``'s) with its
-key to ``reduce_func`` (one dataset of whole elements, unlike ``window``'s
-dataset per component), whose dataset's elements are output. When the input
-ends, the windows still open are reduced in increasing key order.
+A full window goes with its key to ``reduce_func`` as one dataset of whole elements (unlike ``window``'s dataset per
+component); when the input ends, the open windows are reduced in increasing key order, as in tf.data.
 """
 
 from __future__ import annotations

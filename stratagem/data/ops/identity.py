@@ -13,11 +13,7 @@ from stratagem.data.options import Options
 
 
 class IndexMapDataset(Dataset):
-    """Base of random-access nodes whose element ``i`` is a parent element (take, skip, shard, shuffle).
-
-    A subclass maps positions in ``_parent_indices``; single, batched and
-    ahead-of-time fetches all go through it.
-    """
+    """Base of random-access nodes whose element ``i`` is a parent element (take, skip, shard): ``_parent_indices``."""
 
     def _parent_indices(self, indices: Sequence[int], ctx: IterContext) -> Sequence[int]:
         return indices
@@ -36,11 +32,7 @@ class IndexMapDataset(Dataset):
 
 
 class ForwardingDataset(IndexMapDataset):
-    """Base of nodes whose elements are exactly the parent's (options, prefetch).
-
-    Random access is forwarded, so such a node keeps a pipeline random-access,
-    and distribution looks through it to the batch below.
-    """
+    """Base of nodes whose elements are the parent's (options, prefetch); random access and distribution see through."""
 
     def _length(self) -> int | None:
         return self._parents[0]._length()

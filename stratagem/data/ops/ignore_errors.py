@@ -14,10 +14,7 @@ logger = logging.getLogger(__name__)
 class IgnoreErrorsDataset(Dataset):
     """The parent's elements, skipping any whose production raised an ``Exception``.
 
-    Over a random-access parent each failing position is skipped; over a
-    streaming one the element that was being made is lost and iteration goes
-    on (a ``from_generator`` generator that raised has ended, as in tf.data).
-    How many elements remain is unknown, so the op is streaming.
+    Streaming. Over a streaming parent the element being made is lost (a generator that raised has ended, as TF's).
 
     Args:
         parent: The input dataset.

@@ -1,19 +1,10 @@
 """``InterleaveDataset``: maps elements to datasets and interleaves them, tf.data's semantics.
 
-``cycle_length`` input elements are open at a time, each in a *slot*; the
-output takes ``block_length`` elements from each slot in turn. A slot whose
-dataset is exhausted gets the next input element's dataset, and the cycle
-moves on to the next slot. With ``num_parallel_calls`` every open slot is
-advanced by its own daemon thread into a small bounded buffer, so I/O-bound
-children (file reads) overlap; the output order is still the sequential one
-unless ``deterministic=False``. This module holds the op and its iterator; the
-threaded producer is ``_Producer``.
-
-Checkpointing: a slot's state is the *parent's* state just before that slot's
-input element was pulled, plus the child's state. Restoring re-pulls each open
-slot's element with one ``set_state`` + ``next`` on the parent (O(1) for a
-random-access parent) and rebuilds the child from it, so the input is never
-replayed from the start, whatever kind of node the parent is.
+``cycle_length`` slots are open; the output takes ``block_length`` elements from each in turn, and an exhausted slot
+takes the next input element's dataset. With ``num_parallel_calls`` each slot is advanced by a daemon thread into a
+bounded buffer, so I/O overlaps; the order stays sequential unless ``deterministic=False``. A slot's state is the
+parent's state before its element was pulled plus the child's, so restoring re-pulls each slot's element (one
+``set_state`` + ``next``) and never replays the input.
 """
 
 from __future__ import annotations
@@ -49,17 +40,13 @@ class InterleaveDataset(Dataset):
 
     Args:
         parent: The input dataset.
-        map_func: Maps one input element (tuples unpacked into arguments) to a
-            ``Dataset``.
-        cycle_length: Input elements open at once; ``None`` or ``AUTOTUNE``
-            means the number of CPU cores (tf.data's default).
-        block_length: Consecutive elements taken from one slot before moving
-            to the next.
-        num_parallel_calls: ``None`` to produce in the calling thread, an int
-            or ``AUTOTUNE`` (= ``cycle_length``) to produce from the open
-            slots in background threads, at most this many at a time.
-        deterministic: With ``num_parallel_calls``, ``False`` lets the output
-            take whichever slot has an element ready (default True).
+        map_func: Maps one input element (tuples unpacked into arguments) to a ``Dataset``.
+        cycle_length: Input elements open at once; ``None`` or ``AUTOTUNE``: the CPU cores (tf.data's default).
+        block_length: Consecutive elements taken from one slot before moving to the next.
+        num_parallel_calls: ``None`` to produce in the calling thread, an int or ``AUTOTUNE`` (= ``cycle_length``) to
+            produce from the open slots in background threads, at most this many at a time.
+        deterministic: With ``num_parallel_calls``, ``False`` lets the output take whichever slot has an element ready
+            (default True).
 
     Example:
         >>> ds = Dataset.range(1, 6).interleave(
@@ -91,11 +78,9 @@ class InterleaveDataset(Dataset):
         """``map_func(element)``, checked to be a ``Dataset``."""
         child = call_with_element(self._map_func, element)
         if not isinstance(child, Dataset):
-            raise TypeError(
-                f"{self._OP}'s map_func must return a Dataset for each input element (wrap arrays with "
-                "Dataset.from_tensor_slices or Dataset.from_tensors). "
-                f"Received: map_func returned a value of type {type(child).__name__}"
-            )
+            raise TypeError(f"{self._OP}'s map_func must return a Dataset for each input element (wrap arrays with "
+                            "Dataset.from_tensor_slices or Dataset.from_tensors). Received: map_func returned a value "
+                            f"of type {type(child).__name__}")
         return child
 
     @override
@@ -116,21 +101,16 @@ def _resolve_parallel_calls(requested: int | None, cycle_length_arg: int | None,
         return cycle_length
     if cycle_length_arg not in (None, AUTOTUNE) and requested > cycle_length:
         # NOTE: tf.data rejects this too: more calls than open slots could never run at once.
-        raise ValueError(
-            "num_parallel_calls must be at most cycle_length, since only cycle_length children are open at "
-            f"a time. Received: num_parallel_calls={requested}, cycle_length={cycle_length}"
-        )
+        raise ValueError("num_parallel_calls must be at most cycle_length, since only cycle_length children are open "
+                         f"at a time. Received: num_parallel_calls={requested}, cycle_length={cycle_length}")
     return min(int(requested), cycle_length)
 
 
 class _Producer:
     """Advances one child iterator in a daemon thread, a few elements ahead of the consumer.
 
-    The thread owns the child (it alone calls ``next``, ``get_state`` and
-    ``close`` on it) and records the child's state after each element, so the
-    consumer can report the state after the elements it has *consumed*, not
-    the ones buffered ahead. It is used as the child itself would be (a slot
-    without threads holds the child), plus ``ready``, ``stop`` and ``join``.
+    The thread alone touches the child and records its state after each element, so the consumer reports the state
+    after the elements it has consumed, not those buffered ahead.
     """
 
     def __init__(self, child: DatasetIterator, *, condition: threading.Condition, calls: threading.Semaphore) -> None:
@@ -263,10 +243,7 @@ class _InterleaveIterator(DatasetIterator):
             raise
 
     def _next_element(self) -> Any:
-        """tf.data's cycle: ``block_length`` from the current slot, then the next slot.
-
-        With ``deterministic=False`` (and threads) a slot with nothing ready is passed over, not waited for.
-        """
+        """tf.data's cycle; with ``deterministic=False`` (and threads) a slot with nothing ready is passed over."""
         assert self._slots is not None
         any_ready = self._dataset.num_parallel_calls is not None and not self._dataset.deterministic
         while any(slot is not None for slot in self._slots):
@@ -365,9 +342,8 @@ class _InterleaveIterator(DatasetIterator):
         slots = state[self._SLOTS]
         if slots is not None and len(slots) != self._dataset.cycle_length:
             raise ValueError(
-                "This interleave state was saved with a different cycle_length; restore it into the same "
-                f"pipeline. Received: {len(slots)} slots in the state, cycle_length={self._dataset.cycle_length}"
-            )
+                "This interleave state was saved with a different cycle_length; restore it into the same pipeline. "
+                f"Received: {len(slots)} slots in the state, cycle_length={self._dataset.cycle_length}")
         self.close()
         self._reset(self._ctx.at(seed=int(state[self._SEED]), epoch=int(state[self._EPOCH])))
         if slots is not None:
@@ -385,8 +361,7 @@ class _InterleaveIterator(DatasetIterator):
         except StopIteration as err:
             raise ValueError(
                 "This interleave state does not match the pipeline: the input element of an open slot no longer "
-                f"exists. Restore the state into the pipeline it was saved from. Received: slot {saved!r}"
-            ) from err
+                f"exists. Restore the state into the pipeline it was saved from. Received: slot {saved!r}") from err
         return self._make_slot(int(saved[self._INPUT_INDEX]), parent_state, element, saved[self._CHILD])
 
     @override

@@ -1,9 +1,6 @@
 """``PaddedBatchDataset``: ``batch`` for elements of different shapes, padding each component.
 
-tf.data's rules: each component of a batch is padded at the end of every
-axis to the largest size in the batch, or to ``padded_shapes`` where that
-fixes a size (``None`` or -1 in it means "largest in the batch"). Over a
-random-access parent the op is random-access, like ``batch``.
+tf.data's rules: each component is padded at the end of every axis to the batch's largest, or to ``padded_shapes``.
 """
 
 from __future__ import annotations
@@ -26,17 +23,15 @@ class PaddedBatchDataset(BatchingDataset):
     Args:
         parent: The input dataset.
         batch_size: Elements per batch.
-        padded_shapes: None (pad every axis to the largest in the batch), or
-            a structure like the elements whose leaves are shapes (lists of
-            ints, with None or -1 for "largest in the batch").
-        padding_values: None (0, ``""`` or False by dtype), one scalar for every
-            component, or a structure of scalars like the elements.
+        padded_shapes: None (pad every axis to the largest in the batch), or a structure like the elements whose leaves
+            are shapes (lists of ints, with None or -1 for "largest in the batch").
+        padding_values: None (0, ``""`` or False by dtype), one scalar for every component, or a structure of scalars
+            like the elements.
         drop_remainder: Drop a last batch smaller than ``batch_size``.
 
     Raises:
-        ValueError: If ``batch_size`` is not positive; while iterating, if an
-            element is larger than a fixed padded size, ranks differ, or
-            ``padded_shapes`` does not fit the elements.
+        ValueError: If ``batch_size`` is not positive; while iterating, if an element is larger than a fixed padded
+            size, ranks differ, or ``padded_shapes`` does not fit the elements.
 
     Example:
         >>> ds = Dataset.range(1, 4).map(lambda n: np.full(int(n), n)).padded_batch(3)
@@ -99,10 +94,8 @@ def _target_shape(shapes: list[tuple[int, ...]], spec: Any, where: _Where) -> tu
     ndim = len(shapes[0])
     for i, shape in enumerate(shapes):
         if len(shape) != ndim:
-            raise ValueError(
-                f"padded_batch needs components of one rank: {where.element(0)} has shape {shapes[0]} but "
-                f"{where.element(i)} has shape {shape}. Received: ranks {ndim} and {len(shape)}"
-            )
+            raise ValueError(f"padded_batch needs components of one rank: {where.element(0)} has shape {shapes[0]} but "
+                             f"{where.element(i)} has shape {shape}. Received: ranks {ndim} and {len(shape)}")
     largest = tuple(max(shape[axis] for shape in shapes) for axis in range(ndim))
     if spec is None:
         return largest
@@ -110,18 +103,14 @@ def _target_shape(shapes: list[tuple[int, ...]], spec: Any, where: _Where) -> tu
         spec = [spec]
     spec = [None if d is None else int(d) for d in (spec.tolist() if isinstance(spec, np.ndarray) else spec)]
     if len(spec) != ndim or any(d is not None and d < -1 for d in spec):
-        raise ValueError(
-            f"{where.path} must be a shape of rank {ndim} with sizes >= 0, or None/-1 for the largest in the "
-            f"batch. Received: {where.path}={spec}"
-        )
+        raise ValueError(f"{where.path} must be a shape of rank {ndim} with sizes >= 0, or None/-1 for the largest in "
+                         f"the batch. Received: {where.path}={spec}")
     target = tuple(big if d is None or d == -1 else d for d, big in zip(spec, largest))
     for i, shape in enumerate(shapes):
         if any(size > limit for size, limit in zip(shape, target)):
-            raise ValueError(
-                f"padded_batch: {where.element(i)} has shape {shape}, larger than the padded shape {target} "
-                f"({where.path}). Raise {where.path}, or truncate the element first. "
-                f"Received: shape {shape}, padded shape {target}"
-            )
+            raise ValueError(f"padded_batch: {where.element(i)} has shape {shape}, larger than the padded shape "
+                             f"{target} ({where.path}). Raise {where.path}, or truncate the element first. Received: "
+                             f"shape {shape}, padded shape {target}")
     return target
 
 

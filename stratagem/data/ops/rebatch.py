@@ -14,9 +14,6 @@ from stratagem.data.ops.unbatch import UnbatchDataset
 class RebatchDataset(Dataset):
     """See ``Dataset.rebatch``: the rows of the input's batches, in order, in batches of ``batch_size``.
 
-    ``batch_size`` may be a list of sizes, used in turn (tf.data's round
-    robin). Unlike ``unbatch().batch(n)`` no batch size is needed up front.
-
     Args:
         parent: A dataset of batches.
         batch_size: Rows per output batch, or a list of them used in turn.

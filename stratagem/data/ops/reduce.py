@@ -13,9 +13,7 @@ from stratagem.data.dataset import Dataset
 def reduce_dataset(dataset: Dataset, initial_state: Any, reduce_func: Callable[[Any, Any], Any]) -> Any:
     """``reduce_func(state, element)`` over all elements, from ``initial_state``; returns the last state.
 
-    As in tf.data, Python numbers in ``initial_state`` are int32/float32, the
-    element is passed as one argument (a tuple is not unpacked), and every
-    new state must keep the initial state's structure and dtypes.
+    As in tf.data: Python numbers are int32/float32, a tuple element is one argument, the state keeps its dtypes.
 
     Raises:
         TypeError: If ``reduce_func`` is not callable or changes the state's dtypes.

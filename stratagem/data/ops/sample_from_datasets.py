@@ -17,13 +17,8 @@ from stratagem.data.ops.shuffle import mix_seed
 class SampleFromDatasetsDataset(Dataset):
     """See ``Dataset.sample_from_datasets``.
 
-    Each element comes from input ``i`` with probability ``weights[i]``
-    (normalised). An input that ends stops the whole dataset if
-    ``stop_on_empty_dataset``, else it is dropped and the others' weights
-    renormalised, as in tf.data. The draws are seeded by ``seed`` or else by
-    the iterator's seed; they repeat every epoch unless
-    ``rerandomize_each_iteration``. The random sequence is stratagem's own:
-    the proportions and each input's order match tf.data, not the exact interleaving.
+    An ended input stops it if ``stop_on_empty_dataset``, else drops out, as in tf.data. Draws use ``seed`` (or the
+    iterator's), repeated each epoch unless ``rerandomize_each_iteration``; proportions match tf.data, not the order.
 
     Raises:
         TypeError: If ``datasets`` is not a list of Datasets or ``weights`` is a Dataset.
@@ -62,7 +57,7 @@ class _SampleIterator(MixIterator):
     _DRAWS = "num_draws"
 
     def __init__(self, dataset: SampleFromDatasetsDataset, ctx: IterContext) -> None:
-        super().__init__("sample_from_datasets", dataset._parents, ctx)
+        super().__init__("sample_from_datasets", dataset._parents, ctx, dataset._stop_on_empty)
         self._dataset = dataset
         self._seed = dataset.epoch_seed(ctx)
         self._start_rng(0)
@@ -71,19 +66,13 @@ class _SampleIterator(MixIterator):
         self._rng, self._draws = np.random.default_rng(self._seed), draws
         self._rng.random(draws)  # the same stream, moved past the draws already made
 
-    def __next__(self) -> Any:
-        while True:
-            if self._dataset._stop_on_empty and not all(self._alive):
-                raise StopIteration
-            weights = self._dataset._weights * np.asarray(self._alive)
-            if weights.sum() <= 0:
-                raise StopIteration
-            self._draws += 1
-            cumulative = np.cumsum(weights) / weights.sum()
-            which = min(int(np.searchsorted(cumulative, self._rng.random(), side="right")), len(weights) - 1)
-            element = self._next_from(which)
-            if element is not self._EXHAUSTED:
-                return element
+    def _pick(self) -> int:
+        weights = self._dataset._weights * np.asarray(self._alive)
+        if weights.sum() <= 0:
+            raise StopIteration
+        self._draws += 1
+        cumulative = np.cumsum(weights) / weights.sum()
+        return min(int(np.searchsorted(cumulative, self._rng.random(), side="right")), len(weights) - 1)
 
     def get_state(self) -> dict[str, Any]:
         return {**super().get_state(), self._SEED: self._seed, self._DRAWS: self._draws}

@@ -15,14 +15,12 @@ from stratagem.data.iterator import DatasetIterator, IterContext
 class ScanDataset(Dataset):
     """Yields ``output`` of ``new_state, output = scan_func(state, element)`` for each element.
 
-    As in tf.data, Python numbers in ``initial_state`` are int32/float32, the
-    element is one argument (a tuple is not unpacked), and the new state
-    must keep the initial state's structure and dtypes. Streaming; restoring
-    a position replays the input from the epoch's start (the state holds tensors).
+    As in tf.data: Python numbers are int32/float32, a tuple element is one argument, the state keeps its dtypes.
+    Restoring replays the epoch (the state holds tensors).
 
     Raises:
-        TypeError: If ``scan_func`` is not callable, or (while iterating) does
-            not return a ``(new_state, output)`` pair of the state's dtypes.
+        TypeError: If ``scan_func`` is not callable, or (while iterating) does not return a ``(new_state, output)`` pair
+            of the state's dtypes.
 
     Example:
         >>> [int(x) for x in Dataset.range(5).scan(np.int64(0), lambda s, x: (s + x, s + x))]

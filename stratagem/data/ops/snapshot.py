@@ -1,8 +1,6 @@
 """``SnapshotDataset``: the first complete pass written under a directory, read back by later passes and runs.
 
-tf.data's ``snapshot`` built on ``cache``'s file store: the files are named
-by a fingerprint of the pipeline above, so a changed pipeline writes a new
-snapshot beside the old one instead of reading stale elements, as in tf.data.
+Built on ``cache``'s file store, named by a fingerprint of the pipeline above: a changed pipeline writes a new one.
 """
 
 from __future__ import annotations
@@ -22,15 +20,12 @@ _COMPRESSIONS = ("AUTO", "GZIP", "SNAPPY", None)
 class SnapshotDataset(CacheDataset):
     """See ``Dataset.snapshot``.
 
-    The fingerprint is the pipeline's description (ops, arguments and
-    function names), not its functions' code: after changing a function's
-    body, delete the directory (tf.data fingerprints the traced graph).
-    Elements are written uncompressed; ``compression`` is accepted for
-    tf.data code and ignored with a warning unless ``"AUTO"`` or None.
+    The fingerprint is the pipeline's description, not its functions' code: after changing a body, delete the directory.
+    Elements are written uncompressed; a ``compression`` other than ``"AUTO"`` or None warns.
 
     Raises:
-        ValueError: For an unknown ``compression``, or if ``reader_func`` or
-            ``shard_func`` is given (stratagem writes and reads one file set).
+        ValueError: For an unknown ``compression``, or if ``reader_func`` or ``shard_func`` is given (stratagem writes
+            and reads one file set).
 
     Example:
         >>> ds = Dataset.range(3).map(lambda x: x * 2).snapshot("/tmp/snap")  # doctest: +SKIP

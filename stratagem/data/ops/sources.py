@@ -34,10 +34,8 @@ class TensorSliceDataset(Dataset):
         if not lengths or min(lengths) < 0:
             raise ValueError("from_tensor_slices needs arrays with at least one axis. Received: a scalar component")
         if len(set(lengths)) != 1:
-            raise ValueError(
-                "All components of from_tensor_slices must have the same first dimension. "
-                f"Received: first dimensions {lengths}"
-            )
+            raise ValueError("All components of from_tensor_slices must have the same first dimension. Received: first "
+                             f"dimensions {lengths}")
         self._num = lengths[0]
 
     def _length(self) -> int:

@@ -1,9 +1,6 @@
 """``TFRecordDataset``: the serialized records of TFRecord files (``tf.data.TFRecordDataset``).
 
-The file format (framing, CRC checks, compression) is ``stratagem.data.tfrecord_format``;
-this module is the op. Files are read in order by one reader at a time, or,
-with ``num_parallel_reads``, interleaved one record at a time from that many
-files in tf.data's order (``InterleaveDataset`` over the names).
+The file format is ``stratagem.data.tfrecord_format``'s; ``num_parallel_reads`` interleaves files over the names.
 """
 
 from __future__ import annotations
@@ -26,27 +23,17 @@ from stratagem.data.tfrecord_format import DEFAULT_BUFFER_SIZE, RecordReader, ch
 class TFRecordDataset(FileSourceDataset):
     """The records of TFRecord files, each a ``bytes`` (``tf.data.TFRecordDataset``).
 
-    Streaming. Every record's length and data are checked against their
-    masked CRC32C, as TF checks them: a damaged or truncated record raises
-    ``stratagem.errors.DataLossError`` naming the file and the record's byte
-    offset (never a wrong record). The iterator's state is the file's position
-    in the list and the byte offset of its next record, so a mid-epoch resume
-    seeks there (a compressed file is decompressed up to it). Records are
-    Python ``bytes``; a ``batch`` of them is a 1-D object array (numpy's
-    fixed-width bytes would drop trailing zero bytes).
+    Streaming. Each record's CRCs are checked as TF does: a damaged record raises ``DataLossError`` naming the file and
+    offset. The state is the file and byte offset, so a resume seeks. A ``batch`` of records is a 1-D object array
+    (numpy's fixed-width bytes would drop trailing zeros).
 
     Args:
-        filenames: A file name, a list of them, or a ``Dataset`` of names
-            (e.g. ``Dataset.list_files``), read in order.
+        filenames: A file name, a list of them, or a ``Dataset`` of names (e.g. ``Dataset.list_files``), read in order.
         compression_type: None or ``""``, ``"ZLIB"`` or ``"GZIP"``.
-        buffer_size: Bytes read from a file at a time (None: 256 KiB, TF's
-            default; 0: no read-ahead).
-        num_parallel_reads: None or 1 to read the files one after another;
-            N (or ``AUTOTUNE``: the number of cores) to read N files at once,
-            their records interleaved one at a time in tf.data's deterministic
-            order. The N readers take turns in the calling thread: a record is
-            a few microseconds of Python, which a thread handoff per record
-            would cost several times over (files are read 256 KiB at a time).
+        buffer_size: Bytes read from a file at a time (None: 256 KiB, TF's default; 0: no read-ahead).
+        num_parallel_reads: None or 1 reads the files in turn; N (``AUTOTUNE``: the cores) interleaves N files' records
+            in tf.data's order, the readers taking turns in the calling thread (a thread handoff per record would cost
+            more than the record).
         name: Accepted for TF's signature.
 
     Raises:

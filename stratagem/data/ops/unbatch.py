@@ -1,9 +1,6 @@
 """``UnbatchDataset``: each element split along axis 0 into its rows.
 
-Streaming: how many rows each element holds is known only once it is
-produced. The state is the parent's state from *before* the current element
-plus the row offset within it; restoring sets the parent there, pulls that
-element again and skips the rows already returned (one element replayed).
+Streaming. The state is the parent's state before the current element plus the row offset (one element replayed).
 """
 
 from __future__ import annotations
@@ -26,8 +23,7 @@ class UnbatchDataset(Dataset):
         parent: A dataset whose elements have at least one axis.
 
     Raises:
-        ValueError: While iterating, if an element's components disagree on
-            their size along axis 0, or a component is a scalar.
+        ValueError: While iterating, if components disagree on their size along axis 0, or one is a scalar.
 
     Example:
         >>> ds = Dataset.from_tensors(np.arange(6).reshape(3, 2)).unbatch()
@@ -77,24 +73,16 @@ class _UnbatchIterator(ParentPositionIterator):
 
 
 def rows_of(element: Any) -> int:
-    """Size of axis 0, shared by every component of ``element``.
-
-    Raises:
-        ValueError: If a component is a scalar, or two components differ.
-    """
+    """Size of axis 0, shared by every component of ``element`` (ValueError for a scalar or a mismatch)."""
     sizes = []
     for leaf in leaves(element):
         shape = np.shape(leaf)
         if not shape:
-            raise ValueError(
-                "unbatch needs every component to have at least one axis to split. Received: a scalar component "
-                f"in an element with shapes {[tuple(np.shape(x)) for x in leaves(element)]}"
-            )
+            raise ValueError("unbatch needs every component to have at least one axis to split. Received: a scalar "
+                             f"component in an element with shapes {[tuple(np.shape(x)) for x in leaves(element)]}")
         sizes.append(int(shape[0]))
     for size in sizes[1:]:
         if size != sizes[0]:
-            raise ValueError(
-                "unbatch needs every component of an element to have the same size along axis 0. "
-                f"Received: component sizes {sizes[0]} and {size} (all sizes: {sizes})"
-            )
+            raise ValueError("unbatch needs every component of an element to have the same size along axis 0. "
+                             f"Received: component sizes {sizes[0]} and {size} (all sizes: {sizes})")
     return sizes[0] if sizes else 0

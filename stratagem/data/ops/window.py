@@ -1,10 +1,7 @@
 """``WindowDataset``: windows of ``size`` elements, each a dataset (``Dataset.window``).
 
-Window ``i`` holds input elements ``i*shift + j*stride`` for ``j < size``.
-Each window is the element's structure with a dataset of that component's
-rows in place of each component, so a tuple element gives a tuple of datasets
-(``flat_map(lambda x, y: Dataset.zip((x.batch(3), y.batch(3))))``), as in tf.data.
-Over a random-access parent the windows are random-access too.
+Window ``i`` holds elements ``i*shift + j*stride`` for ``j < size``, as a dataset per component (a tuple element gives
+a tuple of datasets), as in tf.data.
 """
 
 from __future__ import annotations

@@ -11,12 +11,7 @@ from stratagem.data.options import INFINITE_CARDINALITY
 
 
 class ZipDataset(Dataset):
-    """See ``Dataset.zip``; ends with the shortest input.
-
-    Args:
-        datasets: Datasets nested in tuples and dicts; each element has that
-            structure, with each dataset's element in its place.
-    """
+    """See ``Dataset.zip``: ``datasets`` nested in tuples and dicts give elements so nested; ends with the shortest."""
 
     def __init__(self, datasets: Any) -> None:
         flat: list[Dataset] = []

@@ -1,7 +1,6 @@
 """``tf.compat.v1``: TF 1's names. Those TF 2 kept resolve to ``stratagem.tf``'s; graph mode refuses with the reason.
 
-Sessions, placeholders, graphs and variable scopes exist only in TF 1's graph mode. stratagem runs eagerly on torch,
-as TF 2 does, so they have no equivalent: the refusal says to write the TF 2 form (call the function on tensors).
+Sessions, placeholders, graphs and variable scopes have no eager equivalent: the refusal says to write the TF 2 form.
 """
 
 from __future__ import annotations
@@ -26,10 +25,7 @@ class SparseStrings(NamedTuple):
 
 def string_split(source: Any, sep: Any = None, skip_empty: bool = True, delimiter: Any = None,
                  result_type: str = "SparseTensor", name: str | None = None) -> SparseStrings:
-    """TF 1's ``tf.string_split``: split each string of a 1-D ``source`` on any character of ``delimiter`` (a space).
-
-    ``.values`` is a numpy array of bytes, one entry per piece, row after row.
-    """
+    """TF 1's ``tf.string_split`` of a 1-D ``source`` on any character of ``delimiter``; ``.values`` are bytes."""
     if result_type != "SparseTensor":
         raise ValueError(f"string_split returns a SparseTensor here. Received: result_type={result_type!r}")
     characters = _text(delimiter if delimiter is not None else sep if sep is not None else " ")

@@ -1,8 +1,7 @@
 """``tf.config``: the devices torch sees, answered truthfully, and TF's device settings mapped or declined.
 
-A CPU is always listed; GPUs are torch's CUDA devices. A setting with no meaning on torch (virtual devices,
-soft placement, visible devices after start) is accepted and warns once, saying so; one that changes nothing
-because torch already behaves that way (memory growth) is accepted silently.
+A CPU is always listed; GPUs are torch's CUDA devices. A setting with no meaning on torch warns once; one torch already
+follows (memory growth) is accepted silently.
 """
 
 from __future__ import annotations
@@ -12,8 +11,8 @@ from typing import Any, NamedTuple
 
 import torch
 
+from stratagem.data.options import warn_once
 from stratagem.tf._refusal import module_getattr
-from stratagem.tf._warn_once import warn_once
 from stratagem.tf.config import experimental, optimizer, threading
 
 

@@ -6,15 +6,12 @@ from typing import Any
 
 import torch
 
+from stratagem.data.options import warn_once
 from stratagem.tf._refusal import module_getattr
-from stratagem.tf._warn_once import warn_once
 
 
 def set_memory_growth(device: Any, enable: bool) -> None:
-    """Accepted. torch's CUDA allocator already grows on demand, which is what ``enable=True`` asks for.
-
-    ``enable=False`` (take all memory at start, TF's default) warns once: torch does not preallocate.
-    """
+    """Accepted: torch's allocator grows on demand; ``enable=False`` warns once (torch does not preallocate)."""
     if not enable:
         warn_once("set_memory_growth", "set_memory_growth(device, False) does not preallocate GPU memory here: "
                   "torch's caching allocator always grows on demand.")

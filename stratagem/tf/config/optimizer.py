@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from stratagem.data.options import warn_once
 from stratagem.tf._refusal import module_getattr
-from stratagem.tf._warn_once import warn_once
 
 
 def set_jit(enabled: Any) -> None:

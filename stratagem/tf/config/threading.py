@@ -6,8 +6,8 @@ import os
 
 import torch
 
+from stratagem.data.options import warn_once
 from stratagem.tf._refusal import module_getattr
-from stratagem.tf._warn_once import warn_once
 
 
 def get_intra_op_parallelism_threads() -> int:

@@ -1,8 +1,4 @@
-"""``tf.contrib`` (TF 1): the names the seeds use, at their TF 2 homes; every other name refuses.
-
-``tf.contrib`` was removed in TF 2.0; ``contrib.distribute.MirroredStrategy``, ``contrib.data.map_and_batch`` /
-``shuffle_and_repeat`` and ``contrib.lookup.index_table_from_tensor`` resolve to what replaced them.
-"""
+"""``tf.contrib`` (TF 1, removed in TF 2.0): the names the seeds use, at their TF 2 homes; every other name refuses."""
 
 from __future__ import annotations
 

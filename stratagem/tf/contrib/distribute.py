@@ -7,8 +7,8 @@ from typing import Any
 import torch
 
 from stratagem import distribute
+from stratagem.data.options import warn_once
 from stratagem.tf._refusal import module_getattr
-from stratagem.tf._warn_once import warn_once
 
 
 def MirroredStrategy(devices: list[str] | None = None, num_gpus: int | None = None,  # noqa: N802 (TF's name)
@@ -16,9 +16,8 @@ def MirroredStrategy(devices: list[str] | None = None, num_gpus: int | None = No
                      auto_shard_dataset: bool = False, cross_tower_ops: Any = None) -> distribute.MirroredStrategy:
     """TF 1's ``tf.contrib.distribute.MirroredStrategy``: one replica per GPU, as TF 2's ``MirroredStrategy``.
 
-    ``num_gpus=N`` asks for N replicas: on N CUDA devices when torch sees that many, else N CPU replicas (one
-    process each, as every stratagem replica is). ``cross_device_ops`` only picks TF's all-reduce kernel and
-    changes no result; it is dropped with one warning.
+    ``num_gpus=N`` asks for N replicas: on N CUDA devices when torch sees that many, else N CPU processes.
+    ``cross_device_ops`` only picks TF's all-reduce kernel: dropped with one warning.
     """
     if cross_device_ops is not None or cross_tower_ops is not None:
         warn_once("contrib.MirroredStrategy.cross_device_ops", "cross_device_ops is dropped: stratagem all-reduces "

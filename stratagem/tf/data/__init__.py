@@ -3,13 +3,7 @@
 from __future__ import annotations
 
 from stratagem.data import (
-    AUTOTUNE,
-    INFINITE_CARDINALITY,
-    UNKNOWN_CARDINALITY,
-    Dataset,
-    Options,
-    TextLineDataset,
-    TFRecordDataset,
+    AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset, Options, TextLineDataset, TFRecordDataset,
 )
 from stratagem.tf._refusal import module_getattr
 from stratagem.tf.data import experimental

@@ -17,11 +17,7 @@ def cardinality(dataset: Dataset) -> int:
 
 
 def Counter(start: int = 0, step: int = 1, dtype: Any = None) -> Dataset:  # noqa: N802 (TF's name)
-    """``tf.data.experimental.Counter``: the endless int64 count ``start, start + step, ...``.
-
-    Raises:
-        ValueError: For a ``dtype`` other than int64 (the only one offered).
-    """
+    """``tf.data.experimental.Counter``: the endless int64 count ``start, start + step, ...`` (other dtypes raise)."""
     if dtype is not None and getattr(dtype, "name", str(dtype).removeprefix("torch.")) != "int64":
         raise ValueError(f"Counter counts in int64 here; cast with map() for another dtype. Received: dtype={dtype!r}")
     return CounterDataset(start, step)

@@ -7,15 +7,8 @@ import os
 from typing import Any
 
 from stratagem.io import (
-    FixedLenFeature,
-    FixedLenSequenceFeature,
-    TFRecordOptions,
-    TFRecordWriter,
-    VarLenFeature,
-    decode_raw,
-    parse_example,
-    parse_single_example,
-    read_file,
+    FixedLenFeature, FixedLenSequenceFeature, TFRecordOptions, TFRecordWriter, VarLenFeature, decode_raw, parse_example,
+    parse_single_example, read_file,
 )
 from stratagem.tf._refusal import module_getattr
 from stratagem.tf.io import gfile

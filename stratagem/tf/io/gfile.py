@@ -1,7 +1,6 @@
 """``tf.io.gfile``: TF's file API on the local file system (``os``, ``shutil``, ``glob``).
 
-Paths are local paths (``str``, ``bytes`` or path-like). A URL scheme TF reaches through its file-system plugins
-(``gs://``, ``s3://``, ``hdfs://``) is refused: mount the bucket or copy the files locally. A missing file raises
+A URL scheme of TF's file-system plugins (``gs://``, ``s3://``, ``hdfs://``) is refused. A missing file raises
 ``tf.errors.NotFoundError`` (a ``FileNotFoundError``), as in TF.
 """
 
@@ -69,17 +68,18 @@ def rmtree(path: Any) -> None:
 
 
 def copy(src: Any, dst: Any, overwrite: bool = False) -> None:
-    source, target = _must_exist(_path(src)), _path(dst)
-    if os.path.exists(target) and not overwrite:
-        raise AlreadyExistsError(f"{target} exists; pass overwrite=True to replace it")
-    shutil.copyfile(source, target)
+    shutil.copyfile(*_source_and_target(src, dst, overwrite))
 
 
 def rename(src: Any, dst: Any, overwrite: bool = False) -> None:
+    os.replace(*_source_and_target(src, dst, overwrite))
+
+
+def _source_and_target(src: Any, dst: Any, overwrite: bool) -> tuple[str, str]:
     source, target = _must_exist(_path(src)), _path(dst)
     if os.path.exists(target) and not overwrite:
         raise AlreadyExistsError(f"{target} exists; pass overwrite=True to replace it")
-    os.replace(source, target)
+    return source, target
 
 
 def join(path: Any, *paths: Any) -> str:
@@ -115,32 +115,19 @@ class GFile:
     def __iter__(self) -> Iterator[Any]:
         return iter(self._file)
 
-    def read(self, n: int = -1) -> Any:
-        return self._file.read(n)
-
-    def readline(self) -> Any:
-        return self._file.readline()
-
-    def readlines(self) -> list[Any]:
-        return self._file.readlines()
+    def __getattr__(self, name: str) -> Any:  # read, readline, readlines, flush, tell, close: the file's own
+        if name == "_file":
+            raise AttributeError(name)
+        return getattr(self._file, name)
 
     def write(self, file_content: Any) -> None:
         self._file.write(file_content)
 
-    def flush(self) -> None:
-        self._file.flush()
-
     def seek(self, offset: int, whence: int = 0) -> None:
         self._file.seek(offset, whence)
 
-    def tell(self) -> int:
-        return self._file.tell()
-
     def size(self) -> int:
         return os.path.getsize(self.name)
-
-    def close(self) -> None:
-        self._file.close()
 
 
 Open = GFile

@@ -1,15 +1,8 @@
 """``tf.keras``: Keras 3 on its torch backend, whose models train through stratagem.
 
-As in TensorFlow 2.16+, where ``tf.keras`` is Keras 3, the layers, losses, metrics,
-initializers, activations, ops and utilities ARE Keras 3's (``tf.keras.layers is
-keras.layers``). What differs is training: ``tf.keras.Model``, ``tf.keras.Sequential``
-and the functional models ``tf.keras.Model(inputs, outputs)`` makes are Keras's classes
-whose ``compile``/``fit``/``evaluate``/``predict``/``save`` run through
-``stratagem.Model``'s one fit loop under the strategy whose scope built them
-(``stratagem/models/keras_training.py``). Also stratagem's: ``callbacks`` (Keras's base
-``Callback``, with stratagem's distributed-aware ModelCheckpoint, BackupAndRestore,
-TensorBoard...), ``models.load_model``, ``datasets`` (Keras's cache, no pickle),
-``mixed_precision`` and ``estimator.model_to_estimator``.
+As in TF 2.16+, layers, losses, metrics, ops and utilities ARE Keras 3's (``tf.keras.layers is keras.layers``). The
+models' ``compile``/``fit``/``evaluate``/``predict``/``save`` run through ``stratagem.Model``'s fit loop under their
+strategy; ``callbacks``, ``models.load_model``, ``datasets``, ``mixed_precision`` and ``estimator`` are stratagem's.
 """
 
 from __future__ import annotations
@@ -37,9 +30,8 @@ from stratagem.tf.keras._models import Model, Sequential  # noqa: E402
 # Keras 3's namespaces, as they are: `import stratagem.tf.keras.layers` and `tf.keras.layers.Dense` both resolve.
 _KERAS_NAMESPACES = ("activations", "backend", "config", "constraints", "dtype_policies", "initializers", "layers",
                      "metrics", "ops", "preprocessing", "random", "regularizers", "saving", "tree", "utils")
-# NOTE: TF 2.21's tf.keras is Keras 3's `keras._tf_keras.keras` (checked on 3.15): its preprocessing keeps Keras 2's
-# ImageDataGenerator and text Tokenizer (numpy code in keras.src.legacy), which TF's tf.data guide uses; the plain
-# keras.preprocessing lacks them.
+# NOTE: TF 2.21's tf.keras is `keras._tf_keras.keras` (3.15), whose preprocessing keeps Keras 2's ImageDataGenerator
+# and Tokenizer, which TF's tf.data guide uses; keras.preprocessing lacks them.
 _TF_KERAS_HOMES = {"preprocessing": "keras._tf_keras.keras.preprocessing"}
 for _name in _KERAS_NAMESPACES:
     _module = importlib.import_module(_TF_KERAS_HOMES.get(_name, f"keras.{_name}"))

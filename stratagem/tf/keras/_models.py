@@ -1,11 +1,7 @@
 """``Model``, ``Sequential`` and the functional model of ``tf.keras``: Keras 3's classes, trained by stratagem.
 
-Each is Keras's class with ``stratagem.models.keras_training.KerasTraining`` in front:
-layers, calls, ``summary``, weights and ``trainable_variables`` are Keras's own;
-``compile``/``fit``/``evaluate``/``predict``/``save`` run through ``stratagem.Model``
-under the strategy whose scope the model was built in. As with ``keras.Model``,
-``tf.keras.Model(inputs, outputs)`` makes a functional model, and a subclass that
-passes ``(inputs, outputs)`` to ``super().__init__`` becomes one.
+Each is Keras's class with ``KerasTraining`` in front: ``compile``/``fit``/``evaluate``/``predict``/``save`` run through
+``stratagem.Model``, the rest is Keras's. ``Model(inputs, outputs)`` (or a subclass passing them) is functional.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """``tf.keras.callbacks``: Keras's ``Callback`` base, and stratagem's callbacks where files or replicas are involved.
 
-``Callback`` (and ``CallbackList``, ``RemoteMonitor``, ``SwapEMAWeights``) are
-Keras 3's: a user's subclass runs in stratagem's fit loop with Keras's semantics
-(``self.model`` is the model ``fit`` was called on, epoch logs reduced over every
-replica). The others are stratagem's, which do what Keras's do and also what a
-strategy needs: only the chief writes (``ModelCheckpoint``, ``TensorBoard``,
-``CSVLogger``), every replica stops together (``EarlyStopping``,
-``TerminateOnNaN``), and ``BackupAndRestore`` resumes mid-epoch with the data
-position and RNG state. Keras's own classes stay at ``keras.callbacks``.
+``Callback`` (and ``CallbackList``, ``RemoteMonitor``, ``SwapEMAWeights``) are Keras 3's, run by stratagem's fit loop
+with Keras's semantics. The others are stratagem's: only the chief writes, every replica stops together, and
+``BackupAndRestore`` resumes mid-epoch.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """``tf.keras.losses``: Keras 3's losses, and TF's ``Reduction`` names for their ``reduction`` argument.
 
-The loss classes and functions ARE Keras 3's (``tf.keras.losses.SparseCategoricalCrossentropy is
-keras.losses.SparseCategoricalCrossentropy``). ``Reduction`` is what TensorFlow 2.21's ``tf.keras.losses`` still
-offers for custom training loops (``reduction=tf.keras.losses.Reduction.NONE``): its values are the strings Keras 3
-takes, so a loss made with it is the Keras 3 loss a user of ``keras`` would make.
+The losses ARE Keras 3's. ``Reduction`` (TF 2.21 keeps it for custom loops) holds the strings Keras 3 takes.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """``tf.keras.mixed_precision``: stratagem's mixed precision under Keras's names.
 
-``set_global_policy("mixed_float16")`` (or ``"mixed_bfloat16"``) before building a
-model makes its training run under ``torch.autocast`` with float32 weights, and
-``compile`` wraps the optimizer in a ``LossScaleOptimizer`` under float16, as Keras 3
-does (``stratagem.mixed_precision``).
+``set_global_policy("mixed_float16")`` before building a model trains it under ``torch.autocast`` with float32 weights,
+and ``compile`` wraps the optimizer in a ``LossScaleOptimizer`` under float16, as Keras 3 does.
 """
 
 from __future__ import annotations

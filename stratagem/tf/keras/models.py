@@ -1,10 +1,7 @@
 """``tf.keras.models``: the model classes trained by stratagem, and loading by file kind.
 
-``load_model`` reads a ``.keras``/``.h5`` file with Keras (in Keras's safe mode: no
-code runs; models saved from ``tf.keras`` load as ``tf.keras`` classes, which train
-through stratagem) and any other path as stratagem's saved-model folder
-(``stratagem.models.load_model``: a ``torch.export`` program with ``predict``, as a
-TF SavedModel loads without its Python classes).
+``load_model`` reads a ``.keras``/``.h5`` file with Keras in safe mode (as ``tf.keras`` classes) and any other path as
+stratagem's saved-model folder (a ``torch.export`` program with ``predict``).
 """
 
 from __future__ import annotations
@@ -25,11 +22,7 @@ __all__ = ["Model", "Sequential", "clone_model", "load_model", "model_from_json"
 
 def load_model(filepath: Any, custom_objects: dict[str, Any] | None = None, compile: bool = True,
                safe_mode: bool = True) -> Any:
-    """Loads a model saved by ``model.save``: Keras's file for ``.keras``/``.h5``, else stratagem's folder.
-
-    Raises:
-        ValueError: If Keras-only arguments are given for a stratagem folder.
-    """
+    """Loads ``model.save``'s Keras file (``.keras``/``.h5``) or stratagem folder (Keras-only arguments: ValueError)."""
     if os.fspath(filepath).endswith(MODEL_SUFFIXES):
         return keras.saving.load_model(filepath, custom_objects=custom_objects, compile=compile, safe_mode=safe_mode)
     if custom_objects:

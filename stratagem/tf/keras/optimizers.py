@@ -1,9 +1,7 @@
 """``tf.keras.optimizers``: Keras 3's optimizers and ``schedules``.
 
-Given to ``compile``, a Keras optimizer becomes stratagem's optimizer of the same
-name and hyperparameters, which strategies step (``stratagem/models/keras_compile.py``);
-``model.optimizer`` is then that optimizer (``learning_rate``/``lr`` readable and
-settable). Used in a custom loop, it is Keras's own (``apply_gradients``).
+Given to ``compile``, one becomes stratagem's optimizer of its name and hyperparameters, which strategies step; in a
+custom loop it is Keras's own.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -142,8 +143,21 @@ def test_text_line_file_shards_cover_every_file(tmp_path: Path, text_files: list
 
 
 def test_text_line_unsupported_compression_raises_value_error(text_files: list[str]) -> None:
-    with pytest.raises(ValueError, match="compression_type='ZLIB'"):
-        TextLineDataset(text_files, compression_type="ZLIB")
+    with pytest.raises(ValueError, match="compression_type='BZIP2'"):
+        TextLineDataset(text_files, compression_type="BZIP2")
+
+
+def test_text_lines_of_zlib_files_resume_at_their_offset(tmp_path: Path) -> None:
+    # TF's TextLineDataset reads ZLIB streams too (one decompression path with TFRecordDataset's).
+    path = tmp_path / "lines.z"
+    path.write_bytes(zlib.compress(b"x0\ny0\nz0"))
+    ds = TextLineDataset(str(path), compression_type="ZLIB")
+    assert list(ds) == [b"x0", b"y0", b"z0"]
+    iterator = iter(ds)
+    next(iterator)
+    restored = iter(ds)
+    restored.set_state(iterator.get_state())
+    assert list(restored) == [b"y0", b"z0"]
 
 
 def test_text_line_filenames_of_wrong_type_raise_type_error() -> None:

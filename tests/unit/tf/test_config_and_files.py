@@ -31,9 +31,9 @@ def test_memory_growth_is_accepted_silently_since_torch_already_grows():
 
 
 def test_a_setting_without_meaning_warns_exactly_once(monkeypatch):
-    from stratagem.tf import _warn_once
+    from stratagem.data import options
 
-    monkeypatch.setattr(_warn_once, "_WARNED", set())
+    monkeypatch.setattr(options, "_WARNED", set())
     cpu = tf.config.list_physical_devices("CPU")[0]
     with pytest.warns(UserWarning, match="virtual") as record:
         for _ in range(3):

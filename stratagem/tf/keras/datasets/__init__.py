@@ -1,10 +1,7 @@
 """``tf.keras.datasets``: MNIST and Fashion-MNIST read from Keras's own cache (``~/.keras/datasets``).
 
-``load_data()`` reads the file Keras would have downloaded, under Keras's name and in
-Keras's format, and downloads it from Keras's origin when missing; offline, the error
-names the file to place and ``stratagem.datasets.digits`` (bundled, no download).
-CIFAR and the text datasets are not provided: Keras reads them with ``pickle``, which
-runs code from the file (``stratagem/datasets/keras_cache.py``).
+``load_data()`` reads (or downloads) the file Keras would; offline, the error names the file to place. CIFAR and the
+text datasets are not provided: Keras reads them with ``pickle``, which runs code from the file.
 """
 
 from __future__ import annotations
