@@ -75,11 +75,9 @@ class ParameterServerStrategy(Strategy):
         refuse_compression(communication_options, "ParameterServerStrategy", "pushes gradients to its servers over gRPC")
         self._partitioner = variable_partitioner
         self._staleness = staleness
-        # Bound of every call to a server and of every wait for a worker or the chief.
         self.timeout_s = (communication_options or CommunicationOptions()).resolved_timeout_s()
         if worker_timeout_s is not None and worker_timeout_s <= 0:
             raise ValueError(f"worker_timeout_s must be positive. Received: worker_timeout_s={worker_timeout_s}")
-        # A worker silent this long is declared dead and its steps rescheduled.
         self.worker_timeout_s = worker_timeout_s if worker_timeout_s is not None else number_from_env(
             WORKER_TIMEOUT_ENV, DEFAULT_WORKER_TIMEOUT_S, meaning="how many seconds a worker may stay silent")
         self._modules: list[tuple[str, nn.Module]] = []
