@@ -41,11 +41,7 @@ class FixedLenFeature(NamedTuple):
 
 
 class VarLenFeature(NamedTuple):
-    """A feature with any number of values (``tf.io.VarLenFeature``), parsed as padded values plus lengths.
-
-    Args:
-        dtype: ``float32``, ``int64`` or ``string``.
-    """
+    """A feature with any number of ``dtype`` values (``tf.io.VarLenFeature``), parsed as padded values plus lengths."""
 
     dtype: Any
 

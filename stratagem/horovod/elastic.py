@@ -109,8 +109,7 @@ class ElasticSampler(torch.utils.data.Sampler[int]):
 class TorchState:
     """Horovod's ``TorchState``: the model, optimizer, samplers and plain values that a restart resumes from.
 
-    Extra keyword arguments become attributes (``state.epoch``); an
-    ``ElasticSampler`` among them keeps its processed indices.
+    Extra keyword arguments become attributes (``state.epoch``); an ``ElasticSampler`` keeps its processed indices.
     """
 
     def __init__(self, model: torch.nn.Module | None = None, optimizer: torch.optim.Optimizer | None = None,

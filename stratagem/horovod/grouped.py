@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from stratagem.distribute import collectives
 from stratagem.horovod import _handles, ops
 from stratagem.horovod._handles import synchronize
 from stratagem.horovod.basics import ProcessSet, global_process_set
@@ -44,15 +45,13 @@ def grouped_allreduce_async_(tensors: Sequence[torch.Tensor], average: bool | No
     for tensor in tensors:
         by_dtype.setdefault((tensor.dtype, tensor.device), []).append(tensor)
     # One flat buffer per dtype and device: one collective instead of one per tensor (Horovod's fusion).
-    buffers = [(group, torch.cat([t.reshape(-1) for t in group])) for group in by_dtype.values()]
+    buffers = [(group, collectives.flatten(group)) for group in by_dtype.values()]
     started = [ops.start_allreduce(flat, reduction, prescale_factor=prescale_factor,
                                    postscale_factor=postscale_factor, process_set=process_set) for _, flat in buffers]
 
     def finish() -> list[torch.Tensor]:
         for (_, finish_one), (group, flat) in zip(started, buffers):
-            finish_one()
-            for tensor, piece in zip(group, flat.split([t.numel() for t in group])):
-                tensor.copy_(piece.view_as(tensor))
+            collectives.unflatten_into(finish_one(), group)
         return tensors
 
     return _handles.register("grouped_allreduce", [w for works, _ in started for w in works], finish, name)
@@ -203,8 +202,7 @@ def sparse_allreduce_async(tensor: torch.Tensor, name: str | None, op: ReduceOp 
                            process_set: ProcessSet = global_process_set) -> Callable[[], torch.Tensor]:
     """Starts the reduction of a sparse COO tensor; returns a function that waits and returns the sparse result.
 
-    As in Horovod, every rank's indices and values are all-gathered (a sparse sum concatenates entries; repeated indices
-    add up when the result is coalesced or used), and ``Average`` divides the values by the number of processes.
+    As in Horovod, every rank's indices and values are all-gathered (repeated indices add up when coalesced).
     """
     ops.check_tensor("sparse_allreduce_async", tensor)
     if not tensor.is_sparse:

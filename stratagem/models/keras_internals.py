@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from typing_extensions import override
 
+from stratagem.distribute import collectives
+
 if TYPE_CHECKING:  # strategies import this module inside functions
     from stratagem.distribute.strategy import Strategy
 
@@ -142,14 +144,12 @@ def sum_gradients(strategy: Strategy, pairs: list[tuple[Any, Any]]) -> list[tupl
     grads = [torch.as_tensor(pairs[i][0]) for i in present]
     # NOTE: summed before Keras clips them, so clipnorm/global_clipnorm see the global batch's gradient
     # (as tf.keras 2 did); Keras 3 on TF sums after clipping, which makes N replicas differ from one.
-    flat = torch.cat([g.detach().reshape(-1).to(torch.float32) for g in grads]).to(strategy.device)
-    summed = strategy.reduce("sum", flat, axis=None)
+    summed = strategy.reduce("sum", collectives.flatten(grads, dtype=torch.float32, device=strategy.device), axis=None)
+    parts = [torch.empty_like(grad) for grad in grads]  # each in its gradient's dtype and device
+    collectives.unflatten_into(summed, parts)
     out = list(pairs)
-    offset = 0
-    for i, grad in zip(present, grads):
-        part = summed[offset : offset + grad.numel()].reshape(grad.shape).to(dtype=grad.dtype, device=grad.device)
+    for i, part in zip(present, parts):
         out[i] = (part, pairs[i][1])
-        offset += grad.numel()
     return out
 
 

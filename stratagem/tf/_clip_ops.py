@@ -28,7 +28,7 @@ def clip_by_global_norm(t_list: Sequence[Any], clip_norm: Any, use_norm: Any = N
                         name: str | None = None) -> tuple[list[Any], torch.Tensor]:
     """``tf.clip_by_global_norm``: every tensor times ``clip_norm / max(global_norm, clip_norm)``, and the global norm.
 
-    ``global_norm`` is the square root of every entry's square, summed; None entries stay None, as in TF.
+    None entries stay None, as in TF.
     """
     tensors = [None if t is None else tensor(t) for t in t_list]
     present = [t for t in tensors if t is not None]

@@ -8,9 +8,8 @@ __all__ = ["load_data"]
 
 
 def load_data() -> Splits:
-    """``((x_train, y_train), (x_test, y_test))``: uint8 arrays, 60,000 and 10,000 images (28x28), as Keras's.
+    """``((x_train, y_train), (x_test, y_test))``: uint8, 60,000 and 10,000 images (28x28), as Keras's.
 
-    Raises:
-        FileNotFoundError: If a file is not cached and cannot be downloaded (the message says where to put it).
+    A file neither cached nor downloadable raises ``FileNotFoundError`` saying where to put it.
     """
     return load_fashion_mnist()
