@@ -23,8 +23,7 @@ def raise_if_disk_full(err: BaseException, target: Path, *, what: str = "checkpo
                 or "No space left on device" in str(seen) or "os error 28" in str(seen):
             raise CheckpointError(
                 f"Cannot write {what} {str(target)!r}: no space left on device (the file system of "
-                f"{str(target.parent)!r} is full, or its quota is used up). {unchanged}"
-                "Free some space or write to another folder. "
-                f"Received: {type(err).__name__}: {str(err)[:200]}"
+                f"{str(target.parent)!r} is full, or its quota is used up). {unchanged}Free some space or write to "
+                f"another folder. Received: {type(err).__name__}: {str(err)[:200]}"
             ) from err
         seen = seen.__cause__ or seen.__context__

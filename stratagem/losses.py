@@ -129,10 +129,9 @@ class _ProbabilityCheck:
         with torch.no_grad():
             if bool((y_pred < 0).any()) or bool((y_pred > 1).any()):
                 warnings.warn(
-                    f"{loss_name} received values outside [0, 1] with from_logits=False, so they are not "
-                    f"probabilities and the loss is wrong. If the model outputs logits, use "
-                    f"{loss_name}(from_logits=True). Received: min={float(y_pred.min()):.3g}, "
-                    f"max={float(y_pred.max()):.3g}",
+                    f"{loss_name} received values outside [0, 1] with from_logits=False, so they are not probabilities "
+                    f"and the loss is wrong. If the model outputs logits, use {loss_name}(from_logits=True). Received: "
+                    f"min={float(y_pred.min()):.3g}, max={float(y_pred.max()):.3g}",
                     stacklevel=4,
                 )
 
@@ -163,10 +162,9 @@ class SparseCategoricalCrossentropy(Loss, _ProbabilityCheck):
     def call(self, y_true: torch.Tensor, y_pred: torch.Tensor) -> torch.Tensor:
         if y_true.ndim == y_pred.ndim and y_true.shape[-1] != 1:
             raise ValueError(
-                "SparseCategoricalCrossentropy takes one integer class id per example, but the labels have the "
-                "shape of the predictions, as one-hot labels do. Use CategoricalCrossentropy for one-hot labels, "
-                f"or pass y_true.argmax(-1). Received: y_true.shape={tuple(y_true.shape)}, "
-                f"y_pred.shape={tuple(y_pred.shape)}")
+                "SparseCategoricalCrossentropy takes one integer class id per example, but the labels have the shape "
+                "of the predictions, as one-hot labels do. Use CategoricalCrossentropy for one-hot labels, or pass "
+                f"y_true.argmax(-1). Received: y_true.shape={tuple(y_true.shape)}, y_pred.shape={tuple(y_pred.shape)}")
         # Keras' rule: labels may carry a trailing axis of 1; classes are on the LAST axis (torch puts them on axis 1,
         # hence the movedim for sequence outputs).
         target = (y_true.squeeze(-1) if y_true.ndim == y_pred.ndim else y_true).long()

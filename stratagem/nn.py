@@ -7,11 +7,8 @@ import torch
 from stratagem.distribute import context
 
 
-def compute_average_loss(
-    per_example_loss: torch.Tensor,
-    sample_weight: torch.Tensor | None = None,
-    global_batch_size: int | None = None,
-) -> torch.Tensor:
+def compute_average_loss(per_example_loss: torch.Tensor, sample_weight: torch.Tensor | None = None,
+                         global_batch_size: int | None = None) -> torch.Tensor:
     """Scales per-example losses so that summing over replicas gives the global mean: a scalar tensor.
 
     Each replica returns ``sum(per_example_loss * sample_weight) / global_batch_size``. The strategy SUMS gradients

@@ -45,8 +45,7 @@ class LambdaCallback(Callback):
         for name, extra in kwargs.items():
             hook = _ALIASES.get(name, name)
             if hook not in _HOOKS:
-                raise TypeError(f"LambdaCallback got an unknown hook. Expected one of {list(_HOOKS)}. "
-                                f"Received: {name}")
+                raise TypeError(f"LambdaCallback got an unknown hook. Expected one of {list(_HOOKS)}. Received: {name}")
             hooks[hook] = extra
         for hook, fn in hooks.items():
             if fn is not None:

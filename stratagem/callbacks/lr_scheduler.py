@@ -48,8 +48,7 @@ class LearningRateScheduler(Callback):
         super().__init__()
         if not callable(schedule):  # Keras fails at the first epoch with "'int' object is not callable"
             raise TypeError("LearningRateScheduler takes a function schedule(epoch, lr) -> new learning rate, e.g. "
-                            "lambda epoch, lr: lr * 0.9. Received: schedule of type "
-                            f"{type(schedule).__name__}")
+                            f"lambda epoch, lr: lr * 0.9. Received: schedule of type {type(schedule).__name__}")
         self.schedule = schedule
         self.verbose = verbose
 

@@ -152,9 +152,8 @@ def _import_summary_writer() -> type:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError as err:
         raise ImportError(
-            "The TensorBoard callback writes event files through torch.utils.tensorboard, which needs the "
-            "tensorboard package. Install it with `pip install tensorboard` "
-            "(or `pip install stratagem[tensorboard]`). "
-            f"Received: {type(err).__name__}: {err}"
+            "The TensorBoard callback writes event files through torch.utils.tensorboard, which needs the tensorboard "
+            "package. Install it with `pip install tensorboard` (or `pip install stratagem[tensorboard]`). Received: "
+            f"{type(err).__name__}: {err}"
         ) from err
     return SummaryWriter

@@ -113,9 +113,8 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
     if os.path.isdir(path):
         if not os.path.isfile(os.path.join(path, MODEL_WEIGHTS_FILE)):
             raise CheckpointError(
-                f"Cannot load checkpoint {path!r}: it is a folder, not a checkpoint file, and not a model "
-                f"saved by model.save (no {MODEL_WEIGHTS_FILE} in it). Pass the checkpoint file's path. "
-                f"Received: path={path!r}")
+                f"Cannot load checkpoint {path!r}: it is a folder, not a checkpoint file, and not a model saved by "
+                f"model.save (no {MODEL_WEIGHTS_FILE} in it). Pass the checkpoint file's path. Received: path={path!r}")
         path = os.path.join(path, MODEL_WEIGHTS_FILE)  # a model.save folder: its weights
     if path.endswith(".safetensors"):
         from safetensors.torch import load_file

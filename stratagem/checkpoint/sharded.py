@@ -135,8 +135,7 @@ def load_sharded(directory: str | os.PathLike[str], model: Model) -> None:
     if not (folder / DCP_METADATA_FILE).is_file():
         raise CheckpointError(
             f"No complete sharded checkpoint at {str(folder)!r} (a folder with DCP's {DCP_METADATA_FILE}): it was "
-            "never written, or its save did not finish. Use an older checkpoint. "
-            f"Received: directory={str(folder)!r}"
+            f"never written, or its save did not finish. Use an older checkpoint. Received: directory={str(folder)!r}"
         )
     _read_metadata(folder / DCP_METADATA_FILE)  # refused here, before DCP (which logs and retries), if unsafe
     module, optimizer = _module_and_optimizer(model)
@@ -149,9 +148,8 @@ def load_sharded(directory: str | os.PathLike[str], model: Model) -> None:
         set_state_dict(module, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])
     except (RuntimeError, ValueError, KeyError, CheckpointError, dcp.api.CheckpointException) as err:
         raise CheckpointError(
-            f"Cannot load the sharded checkpoint {str(folder)!r}: it is damaged, holds objects that could run "
-            "code, or was saved from another model or optimizer. Received: "
-            f"{type(err).__name__}: {str(err)[:300]}"
+            f"Cannot load the sharded checkpoint {str(folder)!r}: it is damaged, holds objects that could run code, or "
+            f"was saved from another model or optimizer. Received: {type(err).__name__}: {str(err)[:300]}"
         ) from err
 
 

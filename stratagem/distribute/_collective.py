@@ -100,11 +100,8 @@ class CollectiveStrategy(Strategy):
 
     @override
     def _input_context(self) -> InputContext:
-        return InputContext(
-            num_input_pipelines=self._num_replicas,
-            input_pipeline_id=self._replica_id,
-            num_replicas_in_sync=self._num_replicas,
-        )
+        return InputContext(num_input_pipelines=self._num_replicas, input_pipeline_id=self._replica_id,
+                            num_replicas_in_sync=self._num_replicas)
 
     @override
     def _teardown(self) -> None:

@@ -251,10 +251,9 @@ def _missing_error(missing: list[int], *, rank: int, world_size: int, timeout_s:
                    peers: Sequence[str] | None) -> CollectiveTimeoutError:
     named = ", ".join(describe(r, peers) for r in missing)
     return CollectiveTimeoutError(
-        f"[rank {rank}/{world_size}] Rank(s) {missing} did not join the job within {timeout_s:g}s, "
-        f"so training cannot start (every step needs all replicas): {named}. Start the missing worker(s) "
-        "or check that their host can reach the chief, or raise the timeout with "
-        "CommunicationOptions(timeout_seconds=...) or STRATAGEM_TIMEOUT_S. "
+        f"[rank {rank}/{world_size}] Rank(s) {missing} did not join the job within {timeout_s:g}s, so training cannot "
+        f"start (every step needs all replicas): {named}. Start the missing worker(s) or check that their host can "
+        "reach the chief, or raise the timeout with CommunicationOptions(timeout_seconds=...) or STRATAGEM_TIMEOUT_S. "
         f"Received: missing_ranks={missing}, world_size={world_size}",
         operation="rendezvous", rank=rank, timeout_s=timeout_s,
     )
@@ -308,10 +307,9 @@ def run_bounded_setup(setup: Callable[[], None], store: dist.Store, *, rank: int
                                f"{posted}. That rank's own log has the details.")
         if time.monotonic() >= deadline:
             raise CollectiveTimeoutError(
-                f"[rank {rank}/{world_size}] Setting up the process group's connections did not finish "
-                f"within {timeout_s:g}s: a peer could not connect to this host or this host to it. Check that "
-                "every host reaches every other host on any port. Received: "
-                f"addresses={list(addresses)}, timeout_s={timeout_s:g}",
+                f"[rank {rank}/{world_size}] Setting up the process group's connections did not finish within "
+                f"{timeout_s:g}s: a peer could not connect to this host or this host to it. Check that every host "
+                f"reaches every other host on any port. Received: addresses={list(addresses)}, timeout_s={timeout_s:g}",
                 operation="backend_setup", rank=rank, timeout_s=timeout_s,
             )
     if failure:

@@ -45,14 +45,8 @@ class CentralStorageStrategy(OneHostStrategy):
         ...     model.compile(optimizer="adam", loss="mse")
     """
 
-    def __init__(
-        self,
-        compute_devices: list[str] | None = None,
-        parameter_device: str | None = None,
-        *,
-        num_replicas: int | None = None,
-        communication_options: CommunicationOptions | None = None,
-    ) -> None:
+    def __init__(self, compute_devices: list[str] | None = None, parameter_device: str | None = None, *,
+                 num_replicas: int | None = None, communication_options: CommunicationOptions | None = None) -> None:
         refuse_compression(communication_options, "CentralStorageStrategy", "sums gradients onto the chief with one reduce")
         self._parameter_device = parse_device(parameter_device) if parameter_device is not None else None
         self._guarded: dict[int, weakref.ref[torch.Tensor]] = {}  # parameters of distributed modules
@@ -107,11 +101,10 @@ class CentralStorageStrategy(OneHostStrategy):
         if not any((ref := self._guarded.get(id(p))) is not None and ref() is p for p in params):
             return
         raise ConfigurationError(
-            f"[rank {self._replica_id}/{self._num_replicas}] CentralStorageStrategy sums the replicas' gradients "
-            "in its optimizer step, and this optimizer was not made through the strategy: its step() would "
-            "apply this replica's gradients alone and the replicas' weights would drift apart. Step through "
-            "the strategy: `optimizer = strategy.distribute_optimizer(optimizer)`. "
-            f"Received: optimizer={type(optimizer).__name__}"
+            f"[rank {self._replica_id}/{self._num_replicas}] CentralStorageStrategy sums the replicas' gradients in "
+            "its optimizer step, and this optimizer was not made through the strategy: its step() would apply this "
+            "replica's gradients alone and the replicas' weights would drift apart. Step through the strategy: "
+            f"`optimizer = strategy.distribute_optimizer(optimizer)`. Received: optimizer={type(optimizer).__name__}"
         )
 
     def wrap_optimizer(self, optimizer: torch.optim.Optimizer) -> StrategyOptimizer:

@@ -65,9 +65,8 @@ def _check_jobs(spec: ClusterSpec, where: str) -> None:
     ):
         if _count(spec, job_name) > 1:
             raise ConfigurationError(
-                f"{where} cluster has {_count(spec, job_name)} {job_name!r} tasks, but there is at most one: "
-                f"it is {role}. List one address and {fix}. "
-                f"Received: cluster[{job_name!r}]={_clip(spec.as_dict()[job_name])}"
+                f"{where} cluster has {_count(spec, job_name)} {job_name!r} tasks, but there is at most one: it is "
+                f"{role}. List one address and {fix}. Received: cluster[{job_name!r}]={_clip(spec.as_dict()[job_name])}"
             )
     if not _count(spec, CHIEF) and not _count(spec, WORKER):
         raise ConfigurationError(
@@ -170,14 +169,8 @@ class SimpleClusterResolver(ClusterResolver):
         1
     """
 
-    def __init__(
-        self,
-        cluster_spec: ClusterSpec | dict[str, list[str]],
-        task_type: str | None = None,
-        task_id: int | None = None,
-        *,
-        rpc_layer: str | None = None,
-    ) -> None:
+    def __init__(self, cluster_spec: ClusterSpec | dict[str, list[str]], task_type: str | None = None,
+                 task_id: int | None = None, *, rpc_layer: str | None = None) -> None:
         spec = ClusterSpec(cluster_spec)
         _check_jobs(spec, _EXPLICIT_NAMES.where)
         task = _resolve_task(spec, task_type, task_id, _EXPLICIT_NAMES)
@@ -330,13 +323,8 @@ class SlurmClusterResolver(ClusterResolver):
         super().__init__(read_slurm_layout(os.environ if environ is None else environ, port))
 
 
-def resolve_cluster(
-    *,
-    cluster_spec: ClusterSpec | dict[str, list[str]] | None = None,
-    task_type: str | None = None,
-    task_id: int | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> ClusterResolver | None:
+def resolve_cluster(*, cluster_spec: ClusterSpec | dict[str, list[str]] | None = None, task_type: str | None = None,
+                    task_id: int | None = None, environ: Mapping[str, str] | None = None) -> ClusterResolver | None:
     """Finds out who this process is in the job, from the first source that is present.
 
     Explicit args, then ``TF_CONFIG`` (one without tasks is local training and skipped, as in TF), torchrun's variables

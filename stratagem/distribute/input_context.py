@@ -30,8 +30,7 @@ class InputContext:
         if self.num_input_pipelines < 1 or self.num_replicas_in_sync < 1:
             raise ValueError(
                 "num_input_pipelines and num_replicas_in_sync must be at least 1. Received: "
-                f"num_input_pipelines={self.num_input_pipelines}, "
-                f"num_replicas_in_sync={self.num_replicas_in_sync}"
+                f"num_input_pipelines={self.num_input_pipelines}, num_replicas_in_sync={self.num_replicas_in_sync}"
             )
         if not 0 <= self.input_pipeline_id < self.num_input_pipelines:
             raise ValueError(

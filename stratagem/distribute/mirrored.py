@@ -47,10 +47,9 @@ class OneHostStrategy(CollectiveStrategy):
         resolver = self._cluster_resolver = TorchrunClusterResolver()
         if resolver.local_world_size != resolver.world_size:
             raise ConfigurationError(
-                f"{type(self).__name__} runs on one host, but this job spans several "
-                f"({resolver.world_size} processes, {resolver.local_world_size} on this host). Use "
-                "MultiWorkerMirroredStrategy for multi-host jobs. Received: "
-                f"world_size={resolver.world_size}, local_world_size={resolver.local_world_size}"
+                f"{type(self).__name__} runs on one host, but this job spans several ({resolver.world_size} processes, "
+                f"{resolver.local_world_size} on this host). Use MultiWorkerMirroredStrategy for multi-host jobs. "
+                f"Received: world_size={resolver.world_size}, local_world_size={resolver.local_world_size}"
             )
         if self._explicit and wanted != resolver.world_size:
             raise ConfigurationError(
@@ -81,14 +80,8 @@ class MirroredStrategy(OneHostStrategy):
         ...     model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
     """
 
-    def __init__(
-        self,
-        devices: list[str] | None = None,
-        *,
-        num_replicas: int | None = None,
-        communication_options: CommunicationOptions | None = None,
-        cross_device_ops: Any = None,
-    ) -> None:
+    def __init__(self, devices: list[str] | None = None, *, num_replicas: int | None = None,
+                 communication_options: CommunicationOptions | None = None, cross_device_ops: Any = None) -> None:
         super().__init__(devices, num_replicas=num_replicas, communication_options=communication_options)
         if cross_device_ops is not None and self.is_chief:
             warnings.warn(
@@ -124,18 +117,16 @@ def _parse_devices(devices: list[str] | None, num_replicas: int | None) -> tuple
 def _launch_script(num_processes: int) -> None:
     if os.environ.get(DISABLE_SCRIPT_LAUNCH_ENV):
         raise ConfigurationError(
-            f"MirroredStrategy with {num_processes} replicas needs one process per replica, and "
-            f"starting them from this process is disabled ({DISABLE_SCRIPT_LAUNCH_ENV} is set). Start "
-            f"the job with `stratagem run -n {num_processes} script.py`. "
-            f"Received: num_replicas={num_processes}"
+            f"MirroredStrategy with {num_processes} replicas needs one process per replica, and starting them from "
+            f"this process is disabled ({DISABLE_SCRIPT_LAUNCH_ENV} is set). Start the job with `stratagem run -n "
+            f"{num_processes} script.py`. Received: num_replicas={num_processes}"
         )
     main = sys.modules.get("__main__")
     if main is None or not getattr(main, "__file__", None):
         raise ConfigurationError(
-            f"MirroredStrategy with {num_processes} replicas starts one process per replica by "
-            "re-running your script, but this session has no script file (interactive or notebook). "
-            f"Save the code to a file and run `stratagem run -n {num_processes} script.py`. "
-            f"Received: num_replicas={num_processes}"
+            f"MirroredStrategy with {num_processes} replicas starts one process per replica by re-running your script, "
+            "but this session has no script file (interactive or notebook). Save the code to a file and run `stratagem "
+            f"run -n {num_processes} script.py`. Received: num_replicas={num_processes}"
         )
     from stratagem.launcher.supervisor import relaunch_current_script
 

@@ -20,11 +20,8 @@ from stratagem.errors import ConfigurationError
 class WorkerClusterStrategy(CollectiveStrategy):
     """A collective strategy whose replicas are one per worker process of a cluster (TF_CONFIG, torchrun, SLURM)."""
 
-    def __init__(
-        self,
-        cluster_resolver: ClusterResolver | None = None,
-        communication_options: CommunicationOptions | None = None,
-    ) -> None:
+    def __init__(self, cluster_resolver: ClusterResolver | None = None,
+                 communication_options: CommunicationOptions | None = None) -> None:
         super().__init__(cluster_resolver=cluster_resolver or resolve_cluster(), communication_options=communication_options)
 
     @override

@@ -61,15 +61,9 @@ class ParameterServerStrategy(Strategy):
         >>> coordinator = ClusterCoordinator(strategy)  # doctest: +SKIP
     """
 
-    def __init__(
-        self,
-        cluster_resolver: ClusterResolver | None = None,
-        variable_partitioner: Partitioner | None = None,
-        *,
-        staleness: int | None = None,
-        worker_timeout_s: float | None = None,
-        communication_options: CommunicationOptions | None = None,
-    ) -> None:
+    def __init__(self, cluster_resolver: ClusterResolver | None = None, variable_partitioner: Partitioner | None = None,
+                 *, staleness: int | None = None, worker_timeout_s: float | None = None,
+                 communication_options: CommunicationOptions | None = None) -> None:
         if staleness is not None and (not isinstance(staleness, int) or staleness < 0):
             raise ValueError(f"staleness must be a non-negative int or None. Received: staleness={staleness!r}")
         refuse_compression(communication_options, "ParameterServerStrategy", "pushes gradients to its servers over gRPC")
@@ -174,9 +168,8 @@ class ParameterServerStrategy(Strategy):
             # Each server updates only its own variables, so no one sees the norm over all of them.
             raise ConfigurationError(
                 "global_clipnorm needs the norm of every gradient together, but with ParameterServerStrategy each "
-                "parameter server applies the updates of its own variables only, so the result would differ from "
-                "Keras silently. Use clipnorm (per variable) or clipvalue instead. "
-                f"Received: global_clipnorm={clip}")
+                "parameter server applies the updates of its own variables only, so the result would differ from Keras "
+                f"silently. Use clipnorm (per variable) or clipvalue instead. Received: global_clipnorm={clip}")
         return StrategyOptimizer(optimizer, self._push_then_step_local)
 
     def capture_remote_state(self) -> list[torch.Tensor] | None:

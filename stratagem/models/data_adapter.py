@@ -332,8 +332,7 @@ def _check_same_length(data: Any, expected: int) -> None:
     map_structure(lambda t: lengths.append(int(t.shape[0])), data)
     if any(length != expected for length in lengths):
         raise ValueError(
-            "x, y and sample_weight must have the same number of examples (first axis). "
-            f"Received: lengths={lengths}"
+            f"x, y and sample_weight must have the same number of examples (first axis). Received: lengths={lengths}"
         )
 
 
@@ -363,9 +362,8 @@ def split_and_weight(x: Any, y: Any, sample_weight: Any, *, validation_split: fl
 def _split_last(x: Any, y: Any, sample_weight: Any, validation_split: float) -> tuple[tuple[Any, Any, Any], tuple]:
     if not _holds_arrays(x):
         raise ValueError(
-            "Argument `validation_split` is only supported for tensors or NumPy arrays: a dataset or generator "
-            "has no last fraction to set apart. Pass validation_data instead. "
-            f"Received: x of type {type(x).__name__}")
+            "Argument `validation_split` is only supported for tensors or NumPy arrays: a dataset or generator has no "
+            f"last fraction to set apart. Pass validation_data instead. Received: x of type {type(x).__name__}")
     total = batch_size_of(x)
     split_at = int(math.floor(total * (1.0 - validation_split)))  # Keras' rounding
     if split_at in (0, total):

@@ -51,10 +51,9 @@ class GradientStep:
         if self._steps > 1 and isinstance(strategy, SchedulesSteps):
             # NOTE: consecutive steps of a coordinator run on different workers, so no worker holds k of them.
             raise ConfigurationError(
-                f"gradient_accumulation_steps needs consecutive steps on one replica, but "
-                f"{type(strategy).__name__} schedules each step on whichever worker is free. Drop "
-                "gradient_accumulation_steps, or use a synchronous strategy. "
-                f"Received: gradient_accumulation_steps={self._steps}")
+                f"gradient_accumulation_steps needs consecutive steps on one replica, but {type(strategy).__name__} "
+                "schedules each step on whichever worker is free. Drop gradient_accumulation_steps, or use a "
+                f"synchronous strategy. Received: gradient_accumulation_steps={self._steps}")
 
     @property
     def updates_now(self) -> bool:

@@ -442,11 +442,10 @@ class Model:
     def _check_whole_on_each_replica(self, what: str) -> None:
         if isinstance(self._strategy, ShardsVariables) and self._strategy.num_replicas_in_sync > 1:
             raise ValueError(
-                f"{what} writes the whole model from one process, but under "
-                f"{type(self._strategy).__name__} each replica holds only a shard of it. Call "
-                "model.save_weights(path) on every replica (the chief writes the gathered weights), then in one "
-                "process without this strategy load them into the same architecture and save that model. "
-                f"Received: num_replicas_in_sync={self._strategy.num_replicas_in_sync}")
+                f"{what} writes the whole model from one process, but under {type(self._strategy).__name__} each "
+                "replica holds only a shard of it. Call model.save_weights(path) on every replica (the chief writes "
+                "the gathered weights), then in one process without this strategy load them into the same architecture "
+                f"and save that model. Received: num_replicas_in_sync={self._strategy.num_replicas_in_sync}")
 
     def count_params(self) -> int:
         return sum(p.numel() for p in self.module.parameters())
@@ -483,10 +482,9 @@ class Model:
         # checkpoint, with nothing said. Neither is wanted.
         raise ConfigurationError(
             f"This model was built and compiled outside strategy.scope() while {type(distributed).__name__} "
-            f"({distributed.num_replicas_in_sync} replicas) exists in this process: every replica would "
-            "train its own model alone and act as chief. Build and compile it inside `with "
-            "strategy.scope():`. Received: model strategy=default (one replica), "
-            f"num_replicas_in_sync={distributed.num_replicas_in_sync}"
+            f"({distributed.num_replicas_in_sync} replicas) exists in this process: every replica would train its own "
+            "model alone and act as chief. Build and compile it inside `with strategy.scope():`. Received: model "
+            f"strategy=default (one replica), num_replicas_in_sync={distributed.num_replicas_in_sync}"
         )
 
     def _record_input_spec(self, x: Any) -> None:

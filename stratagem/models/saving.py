@@ -316,8 +316,7 @@ def _read_program(path: Path, metadata: dict[str, Any]) -> torch.export.Exported
         saved = versions.get("torch") if isinstance(versions, dict) else None
         raise CheckpointError(
             f"Cannot load {str(path)!r}: torch.export could not read it (saved with torch {saved}, this is torch "
-            f"{torch.__version__}). Re-save the model with this torch. "
-            f"Received: {type(err).__name__}: {str(err)[:200]}"
+            f"{torch.__version__}). Re-save the model with this torch. Received: {type(err).__name__}: {str(err)[:200]}"
         ) from err
 
 
