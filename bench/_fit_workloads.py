@@ -22,8 +22,9 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -191,25 +192,44 @@ def loopback_interface() -> str:
 
 def _worker_raw_ddp(rank: int, world_size: int, num_images: int, timeout_s: float) -> dict[str, float]:
     """One rank of the hand-written DDP baseline: its own process group, DDP, SGD."""
+    return run_in_gloo_group(_raw_ddp_epoch, rank, world_size, num_images, timeout_s=timeout_s)
+
+
+def run_in_gloo_group(fn: Callable[..., Any], rank: int, world_size: int, *args: Any, timeout_s: float) -> Any:
+    """``fn(rank, world_size, *args)`` in a gloo group of its own (``env://``), destroyed once ``fn`` has returned.
+
+    The group must outlive every DDP module built on it, which ``fn``'s frame
+    takes with it: a DDP reducer holding the group's last reference destroys
+    the group with the GIL held (torch's ``Reducer`` binding does not release
+    it, pytorch/pytorch#56297), and that destructor joins gloo's threads, one
+    of which may be freeing a finished all-reduce's tensor, which takes the
+    GIL: both wait forever (``make bench``'s raw DDP rank hung so in about
+    half its runs). Dropped by ``destroy_process_group``, the group is
+    destroyed with the GIL released.
+    """
     dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world_size,
                             timeout=datetime.timedelta(seconds=timeout_s))
     try:
-        x, y = make_data(num_images)
-        # gradient_as_bucket_view: DDP's fastest documented setting (no copy of the reduced gradients)
-        net = nn.parallel.DistributedDataParallel(build_net(), gradient_as_bucket_view=True)
-        opt = plain_optimizer("sgd", list(net.parameters()))
-        global_batch_size = PER_REPLICA_BATCH_SIZE * world_size
-        num_warmup = WARMUP_STEPS * global_batch_size
-        plain_epoch(net, opt, x[:num_warmup], y[:num_warmup], global_batch_size=global_batch_size,
-                    rank=rank, world_size=world_size)
-        dist.barrier()  # every rank starts the clock together
-        start = time.perf_counter()
-        loss = plain_epoch(net, opt, x, y, global_batch_size=global_batch_size, rank=rank, world_size=world_size)
-        dist.all_reduce(loss)  # fit ends its epoch with one all-reduce of the loss metric too
-        seconds = time.perf_counter() - start
-        return {"seconds": seconds, "loss": loss.item() / world_size, "num_threads": torch.get_num_threads()}
+        return fn(rank, world_size, *args)
     finally:
         dist.destroy_process_group()
+
+
+def _raw_ddp_epoch(rank: int, world_size: int, num_images: int) -> dict[str, float]:
+    x, y = make_data(num_images)
+    # gradient_as_bucket_view: DDP's fastest documented setting (no copy of the reduced gradients)
+    net = nn.parallel.DistributedDataParallel(build_net(), gradient_as_bucket_view=True)
+    opt = plain_optimizer("sgd", list(net.parameters()))
+    global_batch_size = PER_REPLICA_BATCH_SIZE * world_size
+    num_warmup = WARMUP_STEPS * global_batch_size
+    plain_epoch(net, opt, x[:num_warmup], y[:num_warmup], global_batch_size=global_batch_size,
+                rank=rank, world_size=world_size)
+    dist.barrier()  # every rank starts the clock together
+    start = time.perf_counter()
+    loss = plain_epoch(net, opt, x, y, global_batch_size=global_batch_size, rank=rank, world_size=world_size)
+    dist.all_reduce(loss)  # fit ends its epoch with one all-reduce of the loss metric too
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "loss": loss.item() / world_size, "num_threads": torch.get_num_threads()}
 
 
 def _worker_stratagem_fit_progbar(rank: int, world_size: int, num_images: int, timeout_s: float) -> dict[str, float]:

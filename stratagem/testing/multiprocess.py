@@ -3,9 +3,10 @@
 Each worker gets the launcher's environment contract (``RANK``,
 ``WORLD_SIZE``, ``MASTER_ADDR``, ...), so strategies built inside it join a
 real gloo process group. Results come back through a local multiprocessing
-queue. At the deadline every worker is killed and the error lists what each
-rank was doing; an exception in any worker is re-raised with every rank's
-traceback.
+queue. At the deadline each unfinished rank dumps its Python stacks
+(``faulthandler``, on ``SIGUSR1``), every worker is killed, and the error
+lists what each rank was doing with those stacks; an exception in any worker
+is re-raised with every rank's traceback.
 
 The workers are forks of a warm server (``warm_processes``) that imported
 torch and stratagem once, so a run starts in about 0.1 s instead of an
@@ -15,10 +16,13 @@ environment, as a spawned one would.
 
 from __future__ import annotations
 
+import faulthandler
 import multiprocessing as mp
 import os
 import pickle
 import queue
+import signal
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -47,23 +51,28 @@ def run_workers(fn: Callable[..., Any], world_size: int = 2, *, args: tuple = ()
     ctx = warm_context()
     results: mp.Queue = ctx.Queue()
     port = find_free_port("127.0.0.1")
+    stack_dir = tempfile.TemporaryDirectory(prefix="stratagem-stacks-")
+    stack_paths = [os.path.join(stack_dir.name, f"rank{rank}.txt") for rank in range(world_size)]
     # NOTE: not daemonic: a worker may start processes of its own (a parallel map's workers), which
     # multiprocessing forbids a daemon; the finally below kills every worker whatever happens.
     environs = [_worker_environ(rank, world_size, port, env or {}, timeout_s) for rank in range(world_size)]
-    processes = [ctx.Process(target=_worker_main, args=(fn, rank, world_size, args, environs[rank], results))
+    processes = [ctx.Process(target=_worker_main,
+                             args=(fn, rank, world_size, args, environs[rank], results, stack_paths[rank]))
                  for rank in range(world_size)]
     for process in processes:
         process.start()
     try:
-        return _collect(processes, results, world_size, timeout_s)
+        return _collect(processes, results, world_size, timeout_s, stack_paths)
     finally:
         for process in processes:
             if process.is_alive():
                 process.kill()
             process.join(timeout=5)
+        stack_dir.cleanup()
 
 
-def _collect(processes: list[Any], results: mp.Queue, world_size: int, timeout_s: float) -> list[Any]:
+def _collect(processes: list[Any], results: mp.Queue, world_size: int, timeout_s: float,
+             stack_paths: list[str]) -> list[Any]:
     deadline = time.monotonic() + timeout_s
     outcomes: dict[int, tuple[str, Any]] = {}
     while len(outcomes) < world_size:
@@ -79,7 +88,7 @@ def _collect(processes: list[Any], results: mp.Queue, world_size: int, timeout_s
         if time.monotonic() > deadline:
             pending = [r for r in range(world_size) if r not in outcomes]
             raise TimeoutError(f"run_workers: rank(s) {pending} did not finish within {timeout_s:g}s. "
-                               f"Finished: {_describe(outcomes)}")
+                               f"Finished: {_describe(outcomes)}{_stacks(processes, pending, stack_paths)}")
         if any(status == "error" for status, _ in outcomes.values()):
             _grace(processes, outcomes, results, world_size)
             break
@@ -105,6 +114,33 @@ def _describe(outcomes: dict[int, tuple[str, Any]]) -> str:
     return ", ".join(f"rank {r}: {s}" for r, (s, _) in sorted(outcomes.items())) or "none"
 
 
+def _stacks(processes: list[Any], ranks: list[int], stack_paths: list[str], wait_s: float = 3.0) -> str:
+    """Where each of ``ranks`` is stuck: its threads' Python stacks, which ``SIGUSR1`` makes it write."""
+    for rank in ranks:
+        if processes[rank].is_alive():
+            os.kill(processes[rank].pid, signal.SIGUSR1)
+    texts = dict.fromkeys(ranks, "")
+    end = time.monotonic() + wait_s
+    while time.monotonic() < end:
+        time.sleep(0.2)
+        now = {rank: _read_text(stack_paths[rank]) for rank in ranks}
+        # The handler writes at once, from the signal: a file that stopped growing is whole.
+        done = all(now[rank] and now[rank] == texts[rank] for rank in ranks)
+        texts = now
+        if done:
+            break
+    return "".join(f"\n--- rank {rank}: its threads' Python stacks at the deadline ---\n"
+                   + (texts[rank] or "(none: it did not answer SIGUSR1)\n") for rank in ranks)
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as file:
+            return file.read()
+    except FileNotFoundError:  # the rank did not get as far as registering
+        return ""
+
+
 def _worker_environ(rank: int, world_size: int, port: int, env: dict[str, str], timeout_s: float) -> dict[str, str]:
     """The parent's environment now (a fork would keep the forkserver's), the worker contract, then ``env``."""
     environ = dict(os.environ) | worker_env(rank=rank, world_size=world_size, local_rank=rank,
@@ -115,7 +151,10 @@ def _worker_environ(rank: int, world_size: int, port: int, env: dict[str, str], 
 
 
 def _worker_main(fn: Callable[..., Any], rank: int, world_size: int, args: tuple, environ: dict[str, str],
-                 results: mp.Queue) -> None:
+                 results: mp.Queue, stack_path: str) -> None:
+    # At the deadline the parent asks for this rank's stacks (a timeout that names the line beats a bare one).
+    stacks = open(stack_path, "w")  # noqa: SIM115 (open until the process ends: the handler writes to its fd)
+    faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
     # Every variable is set before torch.distributed reads them (when the group is created).
     os.environ.clear()
     os.environ.update(environ)
