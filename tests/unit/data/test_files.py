@@ -12,6 +12,7 @@ import pytest
 
 from stratagem.data import Dataset, TextLineDataset
 from stratagem.data.ops.files import ListFilesDataset
+from stratagem.errors import DataLossError
 from stratagem.testing.data import assert_checkpoint_roundtrip
 
 
@@ -158,6 +159,20 @@ def test_text_lines_of_zlib_files_resume_at_their_offset(tmp_path: Path) -> None
     restored = iter(ds)
     restored.set_state(iterator.get_state())
     assert list(restored) == [b"y0", b"z0"]
+
+
+def test_compressed_text_past_its_end_or_corrupt_raises_data_loss_error(tmp_path: Path) -> None:
+    path = tmp_path / "lines.gz"
+    with gzip.open(path, "wb") as f:
+        f.write(b"a\nb\n")
+    iterator = iter(TextLineDataset(str(path), compression_type="GZIP"))
+    iterator.set_state({"file_index": 0, "offset": 100})
+    with pytest.raises(DataLossError, match="at offset 100: the file ends at 4"):
+        next(iterator)
+    bad = tmp_path / "bad.z"
+    bad.write_bytes(zlib.compress(b"x\n" * 100)[:2] + b"\xff" * 20)
+    with pytest.raises(DataLossError, match="Corrupted compressed text file"):
+        list(TextLineDataset(str(bad), compression_type="ZLIB"))
 
 
 def test_text_line_filenames_of_wrong_type_raise_type_error() -> None:
