@@ -24,7 +24,9 @@ demo: .venv/.stamp
 
 # Three pytest-xdist workers on the 2 cores, a file at a time each: the multi-process tests wait on sockets, timers,
 # grace periods and back-offs a good part of their time (with two workers the cores were idle ~40% of the run), and
-# the type check runs beside them (its ~30 s of one core, cold, fit in those gaps); the target fails if either does.
+# the type check runs beside them at the lowest CPU priority (nice 19), in whatever time the tests leave idle: with
+# the warm workers the tests keep both cores ~95% busy, and mypy's ~22 s of CPU (cold) at normal priority cost the
+# tests about 11 s of wall time. The target fails if either does.
 # A file over 60 s beside the other workers is timed again alone (neighbours can double a file's time); it fails
 # the target only if it takes over 60 s alone too. Every file's wall and CPU seconds (its process tree's) go to
 # .venv/test-file-times.json.
@@ -34,7 +36,7 @@ SLOW_FILES := .venv/slow-test-files
 # (~0.3 s of CPU each, ~100 interpreters) and each xdist worker rewrites every test module's asserts again.
 test: export PYTHONDONTWRITEBYTECODE :=
 test: .venv/.stamp
-	$(MAKE) --no-print-directory lint > .venv/lint.log 2>&1 & lint=$$!; \
+	nice -n 19 $(MAKE) --no-print-directory lint > .venv/lint.log 2>&1 & lint=$$!; \
 	$(PY) -m pytest -q -p no:cacheprovider -n 3 --dist loadfile --no-loadscope-reorder --max-file-seconds=60 \
 		--slow-files-to=$(SLOW_FILES) --file-times-to=.venv/test-file-times.json tests; tests=$$?; \
 	wait $$lint; lint=$$?; cat .venv/lint.log; \
