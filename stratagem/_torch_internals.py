@@ -75,8 +75,7 @@ def is_aten_overload(value: object) -> bool:
 PT2_ENTRY = re.compile(
     r"(?:archive_format|archive_version|byteorder|\.data/version|\.data/serialization_id|models/model\.json"
     r"|data/sample_inputs/model\.pt|data/weights/model_weights_config\.json|data/weights/weight_\d+"
-    r"|data/constants/model_constants_config\.json|data/constants/tensor_\d+)"
-)
+    r"|data/constants/model_constants_config\.json|data/constants/tensor_\d+)")
 PT2_REQUIRED = ("models/model.json", "data/sample_inputs/model.pt", "data/weights/model_weights_config.json",
                 "data/constants/model_constants_config.json")
 # Node targets of symbolic-int arithmetic in a program's graph, as the archive names them.
@@ -84,8 +83,7 @@ PT2_SYMBOLIC_TARGETS = frozenset(
     [f"_operator.{name}" for name in ("add", "sub", "mul", "floordiv", "mod", "pow", "truediv", "neg", "pos",
                                       "eq", "ne", "le", "ge", "lt", "gt", "and_", "or_")]
     + ["math.trunc", "torch.sym_not", "torch.sym_int", "torch.sym_float", "torch.sym_ite", "torch.sym_max",
-       "torch.sym_min", "torch.sym_sqrt", "torch._sym_sqrt"]
-)
+       "torch.sym_min", "torch.sym_sqrt", "torch._sym_sqrt"])
 # torch's sympy functions that shape expressions (`expr_str`) may name.
 PT2_SHAPE_FUNCTIONS = frozenset({
     "FloorDiv", "ModularIndexing", "Where", "PythonMod", "Mod", "CleanDiv", "CeilToInt", "FloorToInt", "CeilDiv",

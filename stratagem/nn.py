@@ -28,8 +28,7 @@ def compute_average_loss(per_example_loss: torch.Tensor, sample_weight: torch.Te
     if per_example_loss.ndim == 0:
         raise ValueError(
             "per_example_loss must hold one loss per example (reduction='none'), not a scalar. "
-            f"Received: per_example_loss.shape={tuple(per_example_loss.shape)}"
-        )
+            f"Received: per_example_loss.shape={tuple(per_example_loss.shape)}")
     if sample_weight is not None and sample_weight.numel() == per_example_loss.shape[0]:
         # One weight per example, shaped (B,) or (B, 1): align it with the losses instead of broadcasting (B,) against
         # (B, 1) into (B, B).

@@ -156,8 +156,7 @@ class CheckpointLoadStatus:
             raise AssertionError(
                 "The checkpoint and the objects do not match one to one: saved values no object took "
                 f"{self.unused[:10]}, objects or values with nothing saved {self.unmatched[:10]}. Restore into the "
-                "same objects that were saved, or call expect_partial() if a partial restore is intended."
-            )
+                "same objects that were saved, or call expect_partial() if a partial restore is intended.")
         return self
 
     def assert_existing_objects_matched(self) -> CheckpointLoadStatus:
@@ -422,8 +421,7 @@ def _kind(value: Any, name: str) -> str:
     raise TypeError(
         f"tf.train.Checkpoint cannot save {name}={type(value).__name__}: it saves Keras models, layers, optimizers, "
         "metrics and variables, tf.Variable, stratagem.Model, torch modules, optimizers and tensors, dataset "
-        f"iterators and other Checkpoints. Received: {name} of type {type(value).__name__}"
-    )
+        f"iterators and other Checkpoints. Received: {name} of type {type(value).__name__}")
 
 
 def _tensors_of(variables: list[Any]) -> list[torch.Tensor]:
@@ -474,8 +472,7 @@ def _assign_all(variables: list[Any], values: list[torch.Tensor], status: Checkp
         raise CheckpointError(
             f"Cannot restore {where!r}: it has no weights yet (a Keras model builds them on its first call, or from "
             f"keras.Input), and the checkpoint holds {len(values)} values for it. Build it first: call it once on a "
-            "batch, or start a Sequential with keras.Input(shape). Received: 0 weights"
-        )
+            "batch, or start a Sequential with keras.Input(shape). Received: 0 weights")
     if len(values) != len(variables):
         status.unmatched.extend(f"{where}[{i}]" for i in range(len(values), len(variables)))
         status.unused.extend(f"{where}[{i}]" for i in range(len(variables), len(values)))
@@ -512,8 +509,7 @@ def _build_keras_optimizers(objects: dict[str, Any], saved: dict[str, Any]) -> N
             raise CheckpointError(
                 f"Cannot restore the Keras optimizer {name!r}: it has not been built yet, so its slots (momentum, "
                 "Adam's moments) do not exist to receive the saved values, and no Keras model is saved beside it to "
-                "build it for. Call optimizer.build(model.trainable_variables) before restoring."
-            )
+                "build it for. Call optimizer.build(model.trainable_variables) before restoring.")
         optimizer.build([v for layer in layers for v in layer.trainable_variables])
 
 

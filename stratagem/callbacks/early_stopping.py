@@ -131,8 +131,7 @@ class EarlyStopping(Callback):
                 f"EarlyStopping callback received monitor={self.monitor} but stratagem isn't able to "
                 "automatically determine whether that metric should be maximized or minimized. Pass "
                 "`mode='max'` in order to do early stopping based on the highest metric value, or pass "
-                f"`mode='min'` in order to use the lowest value. Received: monitor={self.monitor!r}"
-            )
+                f"`mode='min'` in order to use the lowest value. Received: monitor={self.monitor!r}")
         return direction == "up"
 
 

@@ -135,8 +135,7 @@ def load_sharded(directory: str | os.PathLike[str], model: Model) -> None:
     if not (folder / DCP_METADATA_FILE).is_file():
         raise CheckpointError(
             f"No complete sharded checkpoint at {str(folder)!r} (a folder with DCP's {DCP_METADATA_FILE}): it was "
-            f"never written, or its save did not finish. Use an older checkpoint. Received: directory={str(folder)!r}"
-        )
+            f"never written, or its save did not finish. Use an older checkpoint. Received: directory={str(folder)!r}")
     _read_metadata(folder / DCP_METADATA_FILE)  # refused here, before DCP (which logs and retries), if unsafe
     module, optimizer = _module_and_optimizer(model)
     model_state, optimizer_state = get_state_dict(module, optimizer)  # this job's shards, filled in place

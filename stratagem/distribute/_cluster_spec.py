@@ -48,8 +48,7 @@ def _parse_address(address: str, slot: str, where: str) -> tuple[str, int]:
         elif ":" in host:
             raise ConfigurationError(
                 f"{where} address {slot} looks like an IPv6 address without brackets, so its port is "
-                f"ambiguous. Put the host in brackets: '[{host}]:{port}'. {received}"
-            )
+                f"ambiguous. Put the host in brackets: '[{host}]:{port}'. {received}")
     if not port:
         raise ConfigurationError(f"{where} address {slot} has no port; every task needs one. {example} {received}")
     if not host:
@@ -57,8 +56,7 @@ def _parse_address(address: str, slot: str, where: str) -> tuple[str, int]:
     if not _DIGITS.fullmatch(port) or not 1 <= int(port) <= 65535:
         raise ConfigurationError(
             f"{where} address {slot} has port {port!r}, but a port is an integer from 1 to 65535. "
-            f"Use the port the task listens on. {received}"
-        )
+            f"Use the port the task listens on. {received}")
     return host, int(port)
 
 
@@ -91,8 +89,7 @@ class LauncherVariables:
         if index >= size:
             raise ConfigurationError(
                 f"{index_name} must be less than {size_name}, so it runs from 0 to {size - 1}. {self.below_fix} "
-                f"Received: {index_name}={index}, {size_name}={size}"
-            )
+                f"Received: {index_name}={index}, {size_name}={size}")
 
 
 def _check_cluster_dict(cluster: object, where: str) -> dict[str, list[str]]:
@@ -101,16 +98,14 @@ def _check_cluster_dict(cluster: object, where: str) -> dict[str, list[str]]:
         raise ConfigurationError(
             f"{where} cluster must be an object that maps job names to lists of 'host:port' addresses, "
             'for example {"worker": ["node1:2222", "node2:2222"]}. Set the cluster this way. '
-            f"Received: cluster={_clip(cluster)}"
-        )
+            f"Received: cluster={_clip(cluster)}")
     checked: dict[str, list[str]] = {}
     seen: dict[tuple[str, int], tuple[str, str]] = {}  # (host, port) -> (slot, address)
     for job_name, addresses in cluster.items():
         if not isinstance(addresses, (list, tuple)) or not all(isinstance(a, str) for a in addresses):
             raise ConfigurationError(
                 f"{where} cluster[{job_name!r}] must be a list of 'host:port' strings, one per task. "
-                f"Write it as a JSON list of strings. Received: cluster[{job_name!r}]={_clip(addresses)}"
-            )
+                f"Write it as a JSON list of strings. Received: cluster[{job_name!r}]={_clip(addresses)}")
         for index, address in enumerate(addresses):
             slot = f"cluster[{job_name!r}][{index}]"
             host, port = _parse_address(address, slot, where)
@@ -119,8 +114,7 @@ def _check_cluster_dict(cluster: object, where: str) -> dict[str, list[str]]:
                 raise ConfigurationError(
                     f"{where} lists one address for two tasks, {other_slot} and {slot}: each task is its own "
                     "process and needs its own host:port (TF rejects this as one task listed twice). Give "
-                    f"each task a distinct address. Received: {other_slot}={other_address!r}, {slot}={address!r}"
-                )
+                    f"each task a distinct address. Received: {other_slot}={other_address!r}, {slot}={address!r}")
             seen[(host.lower(), port)] = (slot, address)
         checked[job_name] = list(addresses)
     return checked
@@ -169,16 +163,14 @@ class ClusterSpec:
         if not 0 <= task_index < len(addresses):
             raise ValueError(
                 f"Job {job_name!r} has {len(addresses)} tasks, so task_index must be in "
-                f"0..{len(addresses) - 1}. Pass a valid index. Received: task_index={task_index}"
-            )
+                f"0..{len(addresses) - 1}. Pass a valid index. Received: task_index={task_index}")
         return addresses[task_index]
 
     def _addresses(self, job_name: str) -> list[str]:
         if job_name not in self._cluster:
             raise ValueError(
                 f"The cluster has no job {job_name!r}; its jobs are {self.jobs}. Use one of them. "
-                f"Received: job_name={job_name!r}"
-            )
+                f"Received: job_name={job_name!r}")
         return self._cluster[job_name]
 
     def __eq__(self, other: object) -> bool:
@@ -250,5 +242,4 @@ class ClusterResolver:
         host = f"[{self.master_addr}]" if ":" in self.master_addr else self.master_addr
         return (
             f"{type(self).__name__}(task_type={self.task_type!r}, task_id={self.task_id}, rank={self.rank}, "
-            f"world_size={self.world_size}, master={host}:{self.master_port})"
-        )
+            f"world_size={self.world_size}, master={host}:{self.master_port})")

@@ -58,8 +58,7 @@ class CollectiveStrategy(Strategy):
             if dist.get_world_size() != world_size or dist.get_rank() != rank:
                 raise RuntimeError(
                     f"A process group of world_size={dist.get_world_size()} already exists in this process; "
-                    f"a strategy for world_size={world_size} cannot join it. Create one strategy per process."
-                )
+                    f"a strategy for world_size={world_size} cannot join it. Create one strategy per process.")
             return
         collectives.init_process_group(
             rank=rank, world_size=world_size, master_addr=addr, master_port=port,

@@ -355,5 +355,4 @@ def _gloo_failure(text: str, *, rank: int, addresses: Sequence[str],
     return (
         f"Could not connect to {who} to set up the process group. gloo connects every pair of ranks directly "
         f"on a free port, so each host must reach every other host's address on any port: {check}. Received: "
-        f"addresses={list(addresses)}, error={first[:300]!r}"
-    )
+        f"addresses={list(addresses)}, error={first[:300]!r}")

@@ -64,8 +64,7 @@ def _tasks_per_node(env: LauncherVariables, num_nodes: int, world_size: int) -> 
         raise ConfigurationError(
             f"{name} describes {sum(counts)} tasks on {len(counts)} nodes, but the job has SLURM_NTASKS="
             f"{world_size} on {num_nodes} nodes; local ranks would be wrong and tasks could share a GPU. "
-            f"Launch the tasks with srun so the variables agree. Received: {name}={env.environ[name]!r}"
-        )
+            f"Launch the tasks with srun so the variables agree. Received: {name}={env.environ[name]!r}")
     return counts
 
 
@@ -81,8 +80,7 @@ def _master_port(env: LauncherVariables, port: int | None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
         raise ConfigurationError(
             f"{name} must be a port, an integer from 1 to 65535. Pass a free port that every task "
-            f"can reach on the first node. Received: {name}={value!r}"
-        )
+            f"can reach on the first node. Received: {name}={value!r}")
     return value
 
 
@@ -118,8 +116,7 @@ def expand_tasks_per_node(value: str, name: str) -> list[int]:
             raise ConfigurationError(
                 f"{name} is not a valid SLURM tasks-per-node value: {item!r} is not a positive count "
                 "optionally followed by a repeat such as '(x3)'. Expected for example '2(x3),1'. "
-                f"Check the variable, which srun and sbatch set. Received: {name}={value!r}"
-            )
+                f"Check the variable, which srun and sbatch set. Received: {name}={value!r}")
         counts.extend([int(match.group(1))] * int(match.group(2) or 1))
     return counts
 
@@ -167,5 +164,4 @@ def _malformed(problem: str, nodelist: str, name: str) -> ConfigurationError:
     return ConfigurationError(
         f"{name} is not a valid SLURM nodelist: {problem}. Expected comma-separated hosts with "
         "optional bracketed ranges, for example 'node[01-03,07],gpu5'. Check the variable, which "
-        f"srun and sbatch set. Received: {name}={nodelist!r}"
-    )
+        f"srun and sbatch set. Received: {name}={nodelist!r}")

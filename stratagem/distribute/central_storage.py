@@ -56,8 +56,7 @@ class CentralStorageStrategy(OneHostStrategy):
         if self._parameter_device is not None and self._parameter_device.type != self._device.type:
             raise ValueError(
                 "parameter_device must be the chief replica's device type: the chief holds the central copy. "
-                f"Received: parameter_device={parameter_device!r}, replica device={self._device}"
-            )
+                f"Received: parameter_device={parameter_device!r}, replica device={self._device}")
 
     @override
     def _wrap_module(self, module: nn.Module) -> nn.Module:
@@ -104,8 +103,7 @@ class CentralStorageStrategy(OneHostStrategy):
             f"[rank {self._replica_id}/{self._num_replicas}] CentralStorageStrategy sums the replicas' gradients in "
             "its optimizer step, and this optimizer was not made through the strategy: its step() would apply this "
             "replica's gradients alone and the replicas' weights would drift apart. Step through the strategy: "
-            f"`optimizer = strategy.distribute_optimizer(optimizer)`. Received: optimizer={type(optimizer).__name__}"
-        )
+            f"`optimizer = strategy.distribute_optimizer(optimizer)`. Received: optimizer={type(optimizer).__name__}")
 
     def wrap_optimizer(self, optimizer: torch.optim.Optimizer) -> StrategyOptimizer:
         """``optimizer`` stepped centrally: gradients summed onto the chief, new values broadcast (``AppliesUpdates``)."""

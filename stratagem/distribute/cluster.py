@@ -57,8 +57,7 @@ def _check_jobs(spec: ClusterSpec, where: str) -> None:
         if job_name not in _JOB_NAMES:
             raise ConfigurationError(
                 f"{where} cluster has an unknown job {job_name!r}; the valid job names are {valid}. "
-                f"Rename the job to one of them. Received: job_name={job_name!r}"
-            )
+                f"Rename the job to one of them. Received: job_name={job_name!r}")
     for job_name, role, fix in (
         (CHIEF, "rank 0 of the group", "make the others 'worker' tasks"),
         (EVALUATOR, "TF's single side-car evaluator", "remove the others"),
@@ -71,8 +70,7 @@ def _check_jobs(spec: ClusterSpec, where: str) -> None:
     if not _count(spec, CHIEF) and not _count(spec, WORKER):
         raise ConfigurationError(
             f"{where} cluster has neither a 'chief' nor a 'worker' task, so no process would train. "
-            f"Add a 'worker' list (and optionally one 'chief'). Received: cluster={_clip(spec.as_dict())}"
-        )
+            f"Add a 'worker' list (and optionally one 'chief'). Received: cluster={_clip(spec.as_dict())}")
 
 
 def _resolve_task(spec: ClusterSpec, task_type: object, task_id: object, names: _TaskNames) -> tuple[str, int]:
@@ -83,15 +81,13 @@ def _resolve_task(spec: ClusterSpec, task_type: object, task_id: object, names: 
             return next(job for job in spec.jobs if spec.num_tasks(job)), 0
         raise ConfigurationError(
             f"{names.where} does not say which task this process is, and the cluster has {total} tasks. "
-            f"Set {names.task_type} and {names.task_id}. Received: {names.task_type}=None, {names.task_id}=None"
-        )
+            f"Set {names.task_type} and {names.task_id}. Received: {names.task_type}=None, {names.task_id}=None")
     valid = [job for job in spec.jobs if spec.num_tasks(job)]
     if task_type not in valid:
         raise ConfigurationError(
             f"{names.where} task type is not a job of the cluster: the valid task types here are "
             f"{', '.join(map(repr, valid))}. Set {names.task_type} to one of them. "
-            f"Received: {names.task_type}={_clip(task_type)}"
-        )
+            f"Received: {names.task_type}={_clip(task_type)}")
     task_id = _task_index(task_id, names)
     count = spec.num_tasks(task_type)
     if not 0 <= task_id < count:
@@ -99,8 +95,7 @@ def _resolve_task(spec: ClusterSpec, task_type: object, task_id: object, names: 
         raise ConfigurationError(
             f"{names.where} task index is out of range: the cluster has {count} {task_type!r} "
             f"task{'s' if count > 1 else ''}, so the index must be {allowed}. Set {names.task_id} to a "
-            f"valid index. Received: {names.task_id}={task_id}"
-        )
+            f"valid index. Received: {names.task_id}={task_id}")
     return str(task_type), task_id
 
 
@@ -115,8 +110,7 @@ def _task_index(value: object, names: _TaskNames) -> int:
         return int(value)
     raise ConfigurationError(
         f"{names.where} task index must be a whole number, such as 0, 1 or \"1\". Set {names.task_id} to "
-        f"one. Received: {names.task_id}={_clip(value)}"
-    )
+        f"one. Received: {names.task_id}={_clip(value)}")
 
 
 def _has_tasks(spec: ClusterSpec) -> bool:
@@ -227,8 +221,7 @@ def _load_tf_config(environ: Mapping[str, str]) -> dict:
     if not text.strip():
         raise ConfigurationError(
             "TF_CONFIG is not set, so there is no cluster to read. Set TF_CONFIG to the job's JSON, or "
-            f"use resolve_cluster(), which falls back to other sources. Received: TF_CONFIG={text!r}"
-        )
+            f"use resolve_cluster(), which falls back to other sources. Received: TF_CONFIG={text!r}")
     try:
         config = json.loads(text)
     except json.JSONDecodeError as err:
@@ -239,19 +232,16 @@ def _load_tf_config(environ: Mapping[str, str]) -> dict:
     if not isinstance(config, dict):
         raise ConfigurationError(
             'TF_CONFIG must be a JSON object such as {"cluster": {...}, "task": {...}}. Set it that way. '
-            f"Received: TF_CONFIG={_clip(text)}"
-        )
+            f"Received: TF_CONFIG={_clip(text)}")
     if config.get("task") is not None and not isinstance(config["task"], dict):
         raise ConfigurationError(
             'TF_CONFIG task must be an object such as {"type": "worker", "index": 0}. Set it that way. '
-            f"Received: task={_clip(config['task'])}"
-        )
+            f"Received: task={_clip(config['task'])}")
     for key in ("rpc_layer", "environment"):
         if config.get(key) is not None and not isinstance(config[key], str):
             raise ConfigurationError(
                 f"TF_CONFIG {key} must be a string, as in TF. Set it to one or remove it. "
-                f"Received: {key}={_clip(config[key])}"
-            )
+                f"Received: {key}={_clip(config[key])}")
     return config
 
 
@@ -353,8 +343,7 @@ def resolve_cluster(*, cluster_spec: ClusterSpec | dict[str, list[str]] | None =
         raise ConfigurationError(
             "task_type and task_id name a task of a cluster, but no cluster_spec was given. Pass "
             "cluster_spec too, or leave all three unset to read the environment. "
-            f"Received: cluster_spec=None, task_type={task_type!r}, task_id={task_id!r}"
-        )
+            f"Received: cluster_spec=None, task_type={task_type!r}, task_id={task_id!r}")
     if env.get("TF_CONFIG", "").strip():
         resolver = TFConfigClusterResolver(env)
         if _has_tasks(resolver.cluster_spec()):  # TF_CONFIG "{}" is local training: the next source decides

@@ -65,8 +65,7 @@ def parse_compression(compression: Any) -> Compression:
         return compression.lower()
     raise ValueError(
         "compression must be None, 'bf16', 'fp16' or stratagem.distribute.PowerSGD(rank). "
-        f"Received: compression={compression!r}"
-    )
+        f"Received: compression={compression!r}")
 
 
 def register_compression(ddp: nn.parallel.DistributedDataParallel, compression: Compression) -> None:
@@ -99,8 +98,7 @@ def all_reduce_compressed(tensor: torch.Tensor, compression: Compression, *, gro
         raise ValueError(
             "PowerSGD compresses DDP's gradient buckets and keeps per-bucket state, so it cannot compress a lone "
             "tensor's all-reduce. Use 'bf16' or 'fp16' here, or train through strategy.distribute_module (DDP). "
-            f"Received: compression={compression!r}"
-        )
+            f"Received: compression={compression!r}")
     if compression is None:
         out = tensor.detach().clone()
         dist.all_reduce(out, group=group)
@@ -137,8 +135,7 @@ def refuse_compression(options: Any, strategy_name: str, how: str) -> None:
         raise ValueError(
             f"{strategy_name} {how}, not through DDP's all-reduce, so CommunicationOptions(compression=...) "
             "would be ignored. Use MirroredStrategy or MultiWorkerMirroredStrategy for compressed gradients, or "
-            f"drop compression. Received: compression={compression!r}"
-        )
+            f"drop compression. Received: compression={compression!r}")
 
 
 def _powersgd_sum_hook(world_size: int) -> Any:

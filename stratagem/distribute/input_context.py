@@ -30,13 +30,11 @@ class InputContext:
         if self.num_input_pipelines < 1 or self.num_replicas_in_sync < 1:
             raise ValueError(
                 "num_input_pipelines and num_replicas_in_sync must be at least 1. Received: "
-                f"num_input_pipelines={self.num_input_pipelines}, num_replicas_in_sync={self.num_replicas_in_sync}"
-            )
+                f"num_input_pipelines={self.num_input_pipelines}, num_replicas_in_sync={self.num_replicas_in_sync}")
         if not 0 <= self.input_pipeline_id < self.num_input_pipelines:
             raise ValueError(
                 f"input_pipeline_id must be in [0, {self.num_input_pipelines}). "
-                f"Received: input_pipeline_id={self.input_pipeline_id}"
-            )
+                f"Received: input_pipeline_id={self.input_pipeline_id}")
 
     def get_per_replica_batch_size(self, global_batch_size: int) -> int:
         """Returns ``global_batch_size // num_replicas_in_sync``.
@@ -56,8 +54,7 @@ def check_global_batch_size(global_batch_size: int, num_replicas_in_sync: int) -
         raise ConfigurationError(
             "global_batch_size must be divisible by num_replicas_in_sync so every replica gets "
             f"the same batch. Received: global_batch_size={global_batch_size}, "
-            f"num_replicas_in_sync={num_replicas_in_sync}. Use a multiple of {num_replicas_in_sync}."
-        )
+            f"num_replicas_in_sync={num_replicas_in_sync}. Use a multiple of {num_replicas_in_sync}.")
 
 
 def replica_slice(batch_size: int, num_replicas: int, replica_id: int) -> slice:

@@ -347,8 +347,7 @@ class _FileShardWalk(_Walk):
             raise ConfigurationError(
                 "A FILE-sharded input position can only be restored onto the same number of workers, since "
                 "each worker's files depend on it. Use AutoShardPolicy.DATA to resume on another count. "
-                f"Received: saved num_workers={state['num_workers']}, now={self._ctx.num_input_pipelines}"
-            )
+                f"Received: saved num_workers={state['num_workers']}, now={self._ctx.num_input_pipelines}")
         super().set_state(state["file_shard"])
 
 
@@ -412,8 +411,7 @@ def shard_files(dataset: Any, num_shards: int, index: int) -> Any:
     if out is dataset:  # nothing was replaced: no node reads files
         raise ConfigurationError(
             "AutoShardPolicy.FILE needs a pipeline that reads files (list_files, TextLineDataset, TFRecordDataset, "
-            "image_dataset_from_directory). Use AutoShardPolicy.DATA for in-memory data. Received: " + str(dataset)
-        )
+            "image_dataset_from_directory). Use AutoShardPolicy.DATA for in-memory data. Received: " + str(dataset))
     return out
 
 
@@ -434,8 +432,7 @@ def rebatch(dataset: Any, num_replicas: int) -> Any:
     if not done:
         raise ConfigurationError(
             "Distributing this dataset needs it to end in batch(global_batch_size), so each replica can take "
-            f"global_batch_size / num_replicas_in_sync. Add .batch(...). Received: {dataset}"
-        )
+            f"global_batch_size / num_replicas_in_sync. Add .batch(...). Received: {dataset}")
     return out
 
 

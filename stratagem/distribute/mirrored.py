@@ -49,14 +49,12 @@ class OneHostStrategy(CollectiveStrategy):
             raise ConfigurationError(
                 f"{type(self).__name__} runs on one host, but this job spans several ({resolver.world_size} processes, "
                 f"{resolver.local_world_size} on this host). Use MultiWorkerMirroredStrategy for multi-host jobs. "
-                f"Received: world_size={resolver.world_size}, local_world_size={resolver.local_world_size}"
-            )
+                f"Received: world_size={resolver.world_size}, local_world_size={resolver.local_world_size}")
         if self._explicit and wanted != resolver.world_size:
             raise ConfigurationError(
                 f"The strategy asks for {wanted} replicas but the job was launched with "
                 f"{resolver.world_size} processes (one per replica). Launch with -n {wanted}, or "
-                f"drop the replica count. Received: replicas={wanted}, world_size={resolver.world_size}"
-            )
+                f"drop the replica count. Received: replicas={wanted}, world_size={resolver.world_size}")
         device = self._devices[resolver.local_rank] if self._explicit else replica_device(resolver.local_rank)
         return (resolver.rank or 0, resolver.world_size, resolver.local_rank, resolver.local_world_size,
                 resolver.master_addr, resolver.master_port, device)
@@ -96,8 +94,7 @@ def _parse_devices(devices: list[str] | None, num_replicas: int | None) -> tuple
     """Returns the replica devices and whether the user named them."""
     if devices is not None and num_replicas is not None:
         raise ValueError(
-            f"Pass devices or num_replicas, not both. Received: devices={devices!r}, num_replicas={num_replicas}"
-        )
+            f"Pass devices or num_replicas, not both. Received: devices={devices!r}, num_replicas={num_replicas}")
     if num_replicas is not None:
         if num_replicas < 1:
             raise ValueError(f"num_replicas must be at least 1. Received: num_replicas={num_replicas}")
@@ -119,15 +116,13 @@ def _launch_script(num_processes: int) -> None:
         raise ConfigurationError(
             f"MirroredStrategy with {num_processes} replicas needs one process per replica, and starting them from "
             f"this process is disabled ({DISABLE_SCRIPT_LAUNCH_ENV} is set). Start the job with `stratagem run -n "
-            f"{num_processes} script.py`. Received: num_replicas={num_processes}"
-        )
+            f"{num_processes} script.py`. Received: num_replicas={num_processes}")
     main = sys.modules.get("__main__")
     if main is None or not getattr(main, "__file__", None):
         raise ConfigurationError(
             f"MirroredStrategy with {num_processes} replicas starts one process per replica by re-running your script, "
             "but this session has no script file (interactive or notebook). Save the code to a file and run `stratagem "
-            f"run -n {num_processes} script.py`. Received: num_replicas={num_processes}"
-        )
+            f"run -n {num_processes} script.py`. Received: num_replicas={num_processes}")
     from stratagem.launcher.supervisor import relaunch_current_script
 
     sys.exit(relaunch_current_script(num_processes))

@@ -64,13 +64,11 @@ def resolve_workers(resolver: ClusterResolver | None, strategy_name: str) -> tup
         raise ConfigurationError(
             f"The cluster has 'ps' tasks, which {strategy_name} does not use: it "
             "all-reduces among chief and worker tasks. Use ParameterServerStrategy for a cluster "
-            f"with parameter servers, or remove 'ps'. Received: ps={spec['ps']!r}"
-        )
+            f"with parameter servers, or remove 'ps'. Received: ps={spec['ps']!r}")
     if resolver.rank is None:
         raise ConfigurationError(
             f"This task ({resolver.task_type!r}, index {resolver.task_id}) is not a chief or worker, so "
             f"it has no replica in {strategy_name}. Run evaluator tasks without this "
-            f"strategy. Received: task_type={resolver.task_type!r}"
-        )
+            f"strategy. Received: task_type={resolver.task_type!r}")
     return (resolver.rank, resolver.world_size, resolver.local_rank, resolver.local_world_size,
             resolver.master_addr, resolver.master_port, replica_device(resolver.local_rank))

@@ -54,8 +54,7 @@ def parse_device(device: str | torch.device) -> torch.device:
     kind = {"gpu": "cuda"}.get(kind, kind)
     if kind not in ("cpu", "cuda", "mps"):
         raise ValueError(
-            f"Unknown device. Expected 'cpu', 'cuda[:i]', '/gpu:i' or '/cpu:0'. Received: device={device!r}"
-        )
+            f"Unknown device. Expected 'cpu', 'cuda[:i]', '/gpu:i' or '/cpu:0'. Received: device={device!r}")
     if kind == "cpu":
         return torch.device("cpu")
     return torch.device(kind, int(index)) if index else torch.device(kind)

@@ -157,8 +157,7 @@ class ParameterServerStrategy(Strategy):
             "ParameterServerStrategy runs steps on its workers: strategy.run must be called inside a function "
             "scheduled with ClusterCoordinator(strategy).schedule(...), and no ClusterCoordinator was made for this "
             "strategy. Make `coordinator = stratagem.distribute.ClusterCoordinator(strategy)` and schedule the step, "
-            f"or use Model.fit. Received: strategy={self!r}, cluster_coordinator=None"
-        )
+            f"or use Model.fit. Received: strategy={self!r}, cluster_coordinator=None")
 
     # ---- capabilities (stratagem.distribute.capabilities) ---------------------------
     def wrap_optimizer(self, optimizer: torch.optim.Optimizer) -> StrategyOptimizer:

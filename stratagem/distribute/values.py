@@ -85,8 +85,7 @@ def unwrap(value: torch.Tensor | PerReplica | float | int) -> torch.Tensor:
     if isinstance(value, (int, float)):
         return torch.tensor(float(value))
     raise TypeError(
-        f"Expected a torch.Tensor, a PerReplica or a number. Received: value of type {type(value).__name__}"
-    )
+        f"Expected a torch.Tensor, a PerReplica or a number. Received: value of type {type(value).__name__}")
 
 
 class ReplicaContext:

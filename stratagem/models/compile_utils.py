@@ -40,8 +40,7 @@ class CompiledLoss:
         if values.ndim != 1 or values.shape[0] != y_pred.shape[0]:
             raise ValueError(
                 "A loss must return one value per example. Received: "
-                f"loss output shape={tuple(values.shape)}, batch size={y_pred.shape[0]}"
-            )
+                f"loss output shape={tuple(values.shape)}, batch size={y_pred.shape[0]}")
         return values
 
 

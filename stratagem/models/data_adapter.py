@@ -236,8 +236,7 @@ def make_adapter(x: Any, y: Any, sample_weight: Any, *, batch_size: int | None, 
     if batch_size is not None:
         raise ValueError(
             "batch_size must not be given when x yields batches: the batches are already made. "
-            f"Received: batch_size={batch_size}"
-        )
+            f"Received: batch_size={batch_size}")
     if not isinstance(x, Iterable):
         raise TypeError(f"x must be arrays, tensors or an iterable of batches. Received: x of type {type(x).__name__}")
     return DataAdapter(x, seed=seed, strategy=None if local else strategy)
@@ -248,8 +247,7 @@ def check_batches_alone(x: Any, y: Any, sample_weight: Any) -> None:
     if y is not None:
         raise ValueError(
             "y must be None when x is an iterable of batches (it yields (x, y) pairs itself). "
-            f"Received: x of type {type(x).__name__}, y of type {type(y).__name__}"
-        )
+            f"Received: x of type {type(x).__name__}, y of type {type(y).__name__}")
     if sample_weight is not None:
         raise ValueError(
             "sample_weight must be None when x is a dataset or an iterable of batches, as in Keras: the weights "
@@ -272,8 +270,7 @@ def check_bounded(data: Any, *, steps: Any, steps_name: str) -> int | None:
     raise ValueError(
         f"The dataset repeats forever (repeat() with no count), so an epoch would never end. Pass "
         f"{steps_name}=N to make an epoch N batches, or repeat a finite number of times. "
-        f"Received: {steps_name}=None, cardinality=INFINITE_CARDINALITY"
-    )
+        f"Received: {steps_name}=None, cardinality=INFINITE_CARDINALITY")
 
 
 def unpack(data: Any) -> tuple[Any, Any, Any]:
@@ -332,8 +329,7 @@ def _check_same_length(data: Any, expected: int) -> None:
     map_structure(lambda t: lengths.append(int(t.shape[0])), data)
     if any(length != expected for length in lengths):
         raise ValueError(
-            f"x, y and sample_weight must have the same number of examples (first axis). Received: lengths={lengths}"
-        )
+            f"x, y and sample_weight must have the same number of examples (first axis). Received: lengths={lengths}")
 
 
 def split_and_weight(x: Any, y: Any, sample_weight: Any, *, validation_split: float, validation_data: Any,

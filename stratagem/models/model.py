@@ -423,8 +423,7 @@ class Model:
                 "The `save_format` argument is deprecated in Keras 3, and stratagem has one format: Model.save "
                 "writes a folder (weights.safetensors, model.pt2 from torch.export, metadata.json) that "
                 "stratagem.models.load_model reads. There is no TF SavedModel or HDF5 file. Remove save_format "
-                f"(save_weights writes the weights alone). Received: save_format={save_format!r}"
-            )
+                f"(save_weights writes the weights alone). Received: save_format={save_format!r}")
         if kwargs:
             raise ValueError(f"The following argument(s) are not supported: {sorted(kwargs)}. Received: {kwargs!r}")
         self._check_whole_on_each_replica("Model.save")
@@ -484,8 +483,7 @@ class Model:
             f"This model was built and compiled outside strategy.scope() while {type(distributed).__name__} "
             f"({distributed.num_replicas_in_sync} replicas) exists in this process: every replica would train its own "
             "model alone and act as chief. Build and compile it inside `with strategy.scope():`. Received: model "
-            f"strategy=default (one replica), num_replicas_in_sync={distributed.num_replicas_in_sync}"
-        )
+            f"strategy=default (one replica), num_replicas_in_sync={distributed.num_replicas_in_sync}")
 
     def _record_input_spec(self, x: Any) -> None:
         if self._input_spec is None:  # only until the first batch of tensors is seen

@@ -97,8 +97,7 @@ def save_model(model: Model, filepath: str | os.PathLike[str], *, input_example:
         raise ValueError(
             "save needs the shape of the model's inputs, and the model has not seen any. Call the model on "
             "data first (fit, evaluate, predict or model(x)), or pass input_example=x (a batch of arrays or "
-            f"tensors). Received: input_example of type {type(input_example).__name__}"
-        )
+            f"tensors). Received: input_example of type {type(input_example).__name__}")
     # Only the chief writes: every replica holds the same weights, and several writers renaming onto one folder would
     # race.
     if model.distribute_strategy.is_chief:
@@ -122,8 +121,7 @@ def load_model(filepath: str | os.PathLike[str]) -> LoadedModel:
     if not folder.is_dir():
         raise CheckpointError(
             f"No saved model at {str(folder)!r}: the folder does not exist. Save one with model.save(path). "
-            f"Received: filepath={str(folder)!r}"
-        )
+            f"Received: filepath={str(folder)!r}")
     metadata = _read_metadata(folder / METADATA_FILE)
     try:
         spec = _decode_spec(metadata["input_spec"])
@@ -276,8 +274,7 @@ def _check_replaceable(target: Path) -> None:
         return
     raise ValueError(
         f"{str(target)!r} exists and is not a model saved by save_model, so it was not replaced (its contents "
-        f"would be lost). Pass a new path, or remove it first. Received: filepath={str(target)!r}"
-    )
+        f"would be lost). Pass a new path, or remove it first. Received: filepath={str(target)!r}")
 
 
 # ---- reading -----------------------------------------------------------------------
@@ -298,8 +295,7 @@ def _read_metadata(path: Path) -> dict[str, Any]:
     if version != FORMAT_VERSION:
         raise CheckpointError(
             f"{str(path)!r} has a format version this stratagem cannot read. Load it with the stratagem that "
-            f"saved it, or re-save the model. Received: format_version={version!r}, expected {FORMAT_VERSION}"
-        )
+            f"saved it, or re-save the model. Received: format_version={version!r}, expected {FORMAT_VERSION}")
     return metadata
 
 
@@ -329,8 +325,7 @@ def _apply_weights(program: torch.export.ExportedProgram, weights: dict[str, Any
             received = "missing" if tensor is None else f"{tuple(tensor.shape)} {tensor.dtype}"
             raise CheckpointError(
                 f"{str(path)!r} does not fit model.pt2: {name!r} must be {tuple(current.shape)} {current.dtype}. "
-                f"Re-save the model. Received: {name}={received}"
-            )
+                f"Re-save the model. Received: {name}={received}")
         state[name] = nn.Parameter(tensor, requires_grad=False) if isinstance(current, nn.Parameter) else tensor
 
 

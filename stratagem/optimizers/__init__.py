@@ -38,5 +38,4 @@ def get(identifier: str | Optimizer | torch.optim.Optimizer) -> Optimizer:
         return _BY_NAME[identifier.lower()]()
     raise ValueError(
         f"Unknown optimizer. Expected one of {sorted(_BY_NAME)}, a stratagem.optimizers.Optimizer or a "
-        f"torch.optim.Optimizer. Received: optimizer={identifier!r}"
-    )
+        f"torch.optim.Optimizer. Received: optimizer={identifier!r}")

@@ -66,8 +66,7 @@ class Optimizer(abc.ABC):
                 "stratagem optimizers do not implement Keras' weight averaging (use_ema) or a fixed loss scale "
                 "(loss_scale_factor; stratagem.mixed_precision.LossScaleOptimizer scales dynamically); leave them at "
                 "their defaults (ema_momentum and ema_overwrite_frequency only apply with use_ema). "
-                f"Received: {received}"
-            )
+                f"Received: {received}")
         if gradient_accumulation_steps is not None and (
                 not isinstance(gradient_accumulation_steps, int) or gradient_accumulation_steps < 2):
             raise ValueError("`gradient_accumulation_steps` must be an integer >= 2, as in Keras (or None). "
@@ -76,8 +75,7 @@ class Optimizer(abc.ABC):
         if sum(value is not None for value in (clipnorm, clipvalue, global_clipnorm)) > 1:
             raise ValueError(
                 "Only one of `clipnorm`, `clipvalue` and `global_clipnorm` can be set, as in Keras. "
-                f"Received: clipnorm={clipnorm}, clipvalue={clipvalue}, global_clipnorm={global_clipnorm}"
-            )
+                f"Received: clipnorm={clipnorm}, clipvalue={clipvalue}, global_clipnorm={global_clipnorm}")
         self._schedule = learning_rate if isinstance(learning_rate, LearningRateSchedule) else None
         self._learning_rate = float(self._schedule(0) if self._schedule is not None else learning_rate)  # type: ignore[arg-type]
         self.weight_decay, self.clipnorm, self.clipvalue, self.global_clipnorm = weight_decay, clipnorm, clipvalue, global_clipnorm
@@ -97,8 +95,7 @@ class Optimizer(abc.ABC):
             raise TypeError(
                 "This optimizer was created with a LearningRateSchedule as its learning_rate, so its learning rate "
                 "is not settable (as in Keras). Create the optimizer with a float learning_rate to set it. "
-                f"Received: learning_rate={value!r}"
-            )
+                f"Received: learning_rate={value!r}")
         self._learning_rate = float(value)
         if self.torch_optimizer is not None:
             for group in self.torch_optimizer.param_groups:

@@ -67,8 +67,7 @@ class PiecewiseConstantDecay(LearningRateSchedule):
         if len(boundaries) != len(values) - 1:
             raise ValueError(
                 "The length of boundaries should be 1 less than the length of values: one rate before the first "
-                f"boundary, one after each. Received: boundaries={list(boundaries)}, values={list(values)}"
-            )
+                f"boundary, one after each. Received: boundaries={list(boundaries)}, values={list(values)}")
         self.boundaries, self.values, self.name = list(boundaries), list(values), name
 
     def __call__(self, step: int) -> float:

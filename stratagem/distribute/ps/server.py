@@ -33,8 +33,7 @@ OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     cls.__name__: cls for cls in (torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW, torch.optim.Adagrad,
                                   torch.optim.RMSprop, rules.KerasSGD, rules.KerasRMSprop, rules.KerasAdagrad,
                                   rules.KerasAdadelta, rules.KerasAdamax, rules.KerasNadam, rules.KerasLion,
-                                  fused_adam.KerasAdam)
-}
+                                  fused_adam.KerasAdam)}
 
 
 class ParameterServer:
