@@ -28,6 +28,9 @@ class SGD(Optimizer):
 
     ``m = momentum * m - learning_rate * g; w += m`` (nesterov: ``w += momentum * m - learning_rate * g``): past
     steps keep the rate they were taken with when the rate changes.
+
+    Example:
+        >>> optimizer = SGD(learning_rate=0.1, momentum=0.9, nesterov=True)
     """
 
     def __init__(self, learning_rate: Rate = 0.01, momentum: float = 0.0, nesterov: bool = False, **kwargs: Any) -> None:
@@ -42,7 +45,11 @@ class SGD(Optimizer):
 
 
 class Adam(Optimizer):
-    """Adam (``keras.optimizers.Adam``; Keras defaults, epsilon 1e-7 added to the uncorrected ``sqrt(v)``)."""
+    """Adam (``keras.optimizers.Adam``; Keras defaults, epsilon 1e-7 added to the uncorrected ``sqrt(v)``).
+
+    Example:
+        >>> optimizer = Adam(learning_rate=1e-3, amsgrad=True)
+    """
 
     def __init__(self, learning_rate: Rate = 0.001, beta_1: float = 0.9, beta_2: float = 0.999, epsilon: float = 1e-7,
                  amsgrad: bool = False, **kwargs: Any) -> None:
@@ -58,7 +65,11 @@ class Adam(Optimizer):
 
 
 class AdamW(Adam):
-    """Adam with decoupled weight decay (``keras.optimizers.AdamW``; weight_decay 0.004)."""
+    """Adam with decoupled weight decay (``keras.optimizers.AdamW``; weight_decay 0.004).
+
+    Example:
+        >>> optimizer = AdamW(learning_rate=1e-3, weight_decay=0.01)
+    """
 
     def __init__(self, learning_rate: Rate = 0.001, weight_decay: float = 0.004, beta_1: float = 0.9,
                  beta_2: float = 0.999, epsilon: float = 1e-7, amsgrad: bool = False, **kwargs: Any) -> None:
@@ -69,7 +80,11 @@ class AdamW(Adam):
 
 
 class RMSprop(Optimizer):
-    """RMSprop (``keras.optimizers.RMSprop``): ``w -= lr * g / sqrt(v + epsilon)``; optional momentum, centered."""
+    """RMSprop (``keras.optimizers.RMSprop``): ``w -= lr * g / sqrt(v + epsilon)``; optional momentum, centered.
+
+    Example:
+        >>> optimizer = RMSprop(learning_rate=1e-3, centered=True)
+    """
 
     def __init__(self, learning_rate: Rate = 0.001, rho: float = 0.9, momentum: float = 0.0, epsilon: float = 1e-7,
                  centered: bool = False, **kwargs: Any) -> None:
@@ -83,7 +98,11 @@ class RMSprop(Optimizer):
 
 
 class Adagrad(Optimizer):
-    """Adagrad (``keras.optimizers.Adagrad``): ``w -= lr * g / sqrt(accumulator + epsilon)``."""
+    """Adagrad (``keras.optimizers.Adagrad``): ``w -= lr * g / sqrt(accumulator + epsilon)``.
+
+    Example:
+        >>> optimizer = Adagrad(learning_rate=0.01)
+    """
 
     def __init__(self, learning_rate: Rate = 0.001, initial_accumulator_value: float = 0.1, epsilon: float = 1e-7,
                  **kwargs: Any) -> None:
@@ -97,7 +116,11 @@ class Adagrad(Optimizer):
 
 
 class Adadelta(Optimizer):
-    """Adadelta (``keras.optimizers.Adadelta``; Keras defaults: learning_rate 0.001, rho 0.95)."""
+    """Adadelta (``keras.optimizers.Adadelta``; Keras defaults: learning_rate 0.001, rho 0.95).
+
+    Example:
+        >>> optimizer = Adadelta(learning_rate=1.0)
+    """
 
     def __init__(self, learning_rate: Rate = 0.001, rho: float = 0.95, epsilon: float = 1e-7, **kwargs: Any) -> None:
         super().__init__(learning_rate, **kwargs)
@@ -124,19 +147,31 @@ class _Moments(Optimizer):
 
 
 class Adamax(_Moments):
-    """Adamax, Adam with the infinity norm (``keras.optimizers.Adamax``)."""
+    """Adamax, Adam with the infinity norm (``keras.optimizers.Adamax``).
+
+    Example:
+        >>> optimizer = Adamax(learning_rate=2e-3)
+    """
 
     _rule = KerasAdamax
 
 
 class Nadam(_Moments):
-    """Nadam, Adam with Nesterov momentum (``keras.optimizers.Nadam``)."""
+    """Nadam, Adam with Nesterov momentum (``keras.optimizers.Nadam``).
+
+    Example:
+        >>> optimizer = Nadam(learning_rate=2e-3)
+    """
 
     _rule = KerasNadam
 
 
 class Lion(Optimizer):
-    """Lion, the sign of an interpolated momentum (``keras.optimizers.Lion``)."""
+    """Lion, the sign of an interpolated momentum (``keras.optimizers.Lion``).
+
+    Example:
+        >>> optimizer = Lion(learning_rate=1e-4)
+    """
 
     def __init__(self, learning_rate: Rate = 0.001, beta_1: float = 0.9, beta_2: float = 0.99, **kwargs: Any) -> None:
         super().__init__(learning_rate, **kwargs)
