@@ -116,17 +116,17 @@ def _describe(outcomes: dict[int, tuple[str, Any]]) -> str:
 
 def _stacks(processes: list[Any], ranks: list[int], stack_paths: list[str], wait_s: float = 3.0) -> str:
     """Where each of ``ranks`` is stuck: its threads' Python stacks, which ``SIGUSR1`` makes it write."""
-    for rank in ranks:
-        if processes[rank].is_alive():
-            os.kill(processes[rank].pid, signal.SIGUSR1)
+    asked = [rank for rank in ranks if processes[rank].is_alive()]
+    for rank in asked:
+        os.kill(processes[rank].pid, signal.SIGUSR1)
     texts = dict.fromkeys(ranks, "")
     end = time.monotonic() + wait_s
-    while time.monotonic() < end:
+    while asked and time.monotonic() < end:
         time.sleep(0.2)
-        now = {rank: _read_text(stack_paths[rank]) for rank in ranks}
+        now = {rank: _read_text(stack_paths[rank]) for rank in asked}
         # The handler writes at once, from the signal: a file that stopped growing is whole.
-        done = all(now[rank] and now[rank] == texts[rank] for rank in ranks)
-        texts = now
+        done = all(now[rank] and now[rank] == texts[rank] for rank in asked)
+        texts |= now
         if done:
             break
     return "".join(f"\n--- rank {rank}: its threads' Python stacks at the deadline ---\n"
@@ -153,7 +153,7 @@ def _worker_environ(rank: int, world_size: int, port: int, env: dict[str, str], 
 def _worker_main(fn: Callable[..., Any], rank: int, world_size: int, args: tuple, environ: dict[str, str],
                  results: mp.Queue, stack_path: str) -> None:
     # At the deadline the parent asks for this rank's stacks (a timeout that names the line beats a bare one).
-    stacks = open(stack_path, "w")  # noqa: SIM115 (open until the process ends: the handler writes to its fd)
+    stacks = open(stack_path, "w")  # open as long as the process: the handler writes to its descriptor
     faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
     # Every variable is set before torch.distributed reads them (when the group is created).
     os.environ.clear()
