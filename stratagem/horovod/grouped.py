@@ -202,7 +202,8 @@ def sparse_allreduce_async(tensor: torch.Tensor, name: str | None, op: ReduceOp 
                            process_set: ProcessSet = global_process_set) -> Callable[[], torch.Tensor]:
     """Starts the reduction of a sparse COO tensor; returns a function that waits and returns the sparse result.
 
-    As in Horovod, every rank's indices and values are all-gathered (repeated indices add up when coalesced).
+    As in Horovod, every rank's indices and values are all-gathered (repeated indices add up when coalesced), and
+    ``Average`` divides the values by the number of processes.
     """
     ops.check_tensor("sparse_allreduce_async", tensor)
     if not tensor.is_sparse:
