@@ -44,7 +44,7 @@ Variables a worker reads, and who sets them:
   on; a multi-host job gets only the user's. ``STRATAGEM_TLS_CERT`` / ``_KEY`` / ``_CA``:
   the user's, passed on (TLS for the parameter servers).
 - ``OMP_NUM_THREADS``: the host's cores divided by the local processes, unless
-  the user set it. Launcher (``-n N``).
+  the user set it. Launcher (``-n N``; ``--ps``, over all the job's tasks).
 - ``PYTHONUNBUFFERED``: ``1``, so a worker's lines reach the launcher as they
   are printed. Launcher.
 - ``KERAS_BACKEND``: ``torch``, unless the user set it, so a script that imports

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from stratagem.distribute import job_secret
 from stratagem.distribute.cluster import CHIEF, PS, WORKER
 from stratagem.errors import WorkerFailedError
-from stratagem.launcher.environment import ps_cluster_configs, ps_task_env
+from stratagem.launcher.environment import ps_cluster_configs, ps_task_env, threads_per_process
 from stratagem.launcher.supervisor import (LaunchConfig, Worker, describe_exit, say, spawn, stop_all,
                                            stop_on_signals, tf_config_resolver)
 
@@ -102,6 +102,9 @@ def command_for_this_task(command: tuple[str, ...], environ: Mapping[str, str]) 
 def _start(task: _Task, config: LaunchConfig, error_dir: str, job_env: dict[str, str]) -> None:
     env = dict(os.environ) | job_env | ps_task_env(tf_config=task.tf_config, restart_count=task.restarts,
                                          timeout_s=config.timeout_s)
+    # Every task of the job runs on this host: each gets its share of the cores, as `-n` replicas do (torch's
+    # default, a thread per core in each of the 2 + W + P tasks, oversubscribes them).
+    env.setdefault("OMP_NUM_THREADS", str(threads_per_process(1 + (config.num_workers or 0) + (config.num_ps or 0))))
     command = SERVER_COMMAND if task.kind == PS else config.command
     # One error file per start: a restarted worker must not inherit its last crash.
     error_file = os.path.join(error_dir, f"{task.kind}{task.index}.{task.restarts}.json")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from stratagem._launched import ERROR_FILE_ENV
 from stratagem.distribute import job_secret
-from stratagem.launcher.environment import ps_cluster_configs, ps_task_env
+from stratagem.launcher.environment import ps_cluster_configs, ps_task_env, threads_per_process
 from stratagem.launcher.supervisor import stop_processes
 from stratagem.testing.warm_processes import ScriptProcess
 
@@ -47,6 +47,7 @@ class LocalPSCluster:
             job_secret.SECRET_ENV: job_secret.generate()}
         self.env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
                     "PYTHONUNBUFFERED": "1", **secret, **env}
+        self.env.setdefault("OMP_NUM_THREADS", str(threads_per_process(1 + num_workers + num_ps)))  # as ps_job's
         self.processes: dict[tuple[str, int], ScriptProcess] = {}
         self.restarts: dict[tuple[str, int], int] = {}
         for index in range(num_ps):

@@ -85,8 +85,10 @@ def test_launched_processes_get_the_environment_stratagem_run_n_gives(recorders,
         assert json.loads(env["TF_CONFIG"])["cluster"]["worker"][0] == f"127.0.0.1:{env['MASTER_PORT']}"
 
 
-def test_local_ps_cluster_tasks_get_the_environment_stratagem_run_ps_gives(recorders, tmp_path: Path) -> None:
+def test_local_ps_cluster_tasks_get_the_environment_stratagem_run_ps_gives(recorders, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     launched, warm = recorders
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     assert ps_job.run(supervisor.LaunchConfig(command=(sys.executable, "train.py"), num_workers=2, num_ps=1)) == 0
     ps_cluster.LocalPSCluster("train.py", num_workers=2, num_ps=1, log_dir=tmp_path)
     by_task = {(t["type"], t["index"]): env for env in launched for t in [_task(env)[0]]}
@@ -97,3 +99,5 @@ def test_local_ps_cluster_tasks_get_the_environment_stratagem_run_ps_gives(recor
     for key in by_task:
         stand_ins[key].pop("PYTHONPATH", None), by_task[key].pop("PYTHONPATH", None)
     _assert_same_contract([by_task[k] for k in sorted(by_task)], [stand_ins[k] for k in sorted(by_task)])
+    # The job's 4 tasks share this host's cores, as `-n 4` replicas would.
+    assert {env["OMP_NUM_THREADS"] for env in launched} == {str(supervisor.threads_per_process(4))}
