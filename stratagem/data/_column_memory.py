@@ -1,13 +1,12 @@
-"""Large buffers for the in-memory cache's columns, made resident by a background thread while they are filled.
+"""Large buffers for the in-memory cache's columns: a freed cache's memory is reused, fresh pages are populated ahead.
 
-A fresh buffer's pages cost on first touch (the kernel zeroing them, and on a
-virtual machine the host backing them): for the seed chain's 376 MB cache that
-first touch measured 0.1-0.9 s in the writing thread, with the same page-fault
-counts on every run. So a daemon thread populates the pages of a large column
-(``MADV_POPULATE_WRITE``, which never changes contents, so it cannot race with
-the writes) on a core the fill does not use, while the fill computes and
-writes its chunks. Where populating is not supported (Linux before 5.14, other
-systems) the writes fault the pages in as before. Nothing else lives here.
+A fresh buffer's pages cost on first touch (the kernel zeroing them, on a virtual machine the host backing them):
+for the seed chain's 376 MB cache 0.1-0.9 s in the writing thread. So a daemon thread populates a large fresh
+column's pages (``MADV_POPULATE_WRITE``: contents unchanged, no race with the writes) on a core the fill does not
+use; where they are resident already it is not started, as it would only slow torch's intra-op threads (0.015-0.02
+s per epoch of that chain). A tensor column is numpy's ``malloc``, shared with torch: torch's 64-byte-aligned block
+never fits the one a freed cache of the same size left, so every pipeline faulted in fresh pages. Without populating
+(Linux before 5.14, other systems) the writes fault the pages in.
 """
 
 from __future__ import annotations
@@ -26,16 +25,14 @@ _MIN_BYTES = 4 << 20  # smaller buffers are cheap to fault in the writing thread
 
 
 def empty_rows(like: np.ndarray | torch.Tensor, num_rows: int) -> np.ndarray | torch.Tensor:
-    """An uninitialised array (or tensor) of ``num_rows`` rows of ``like``'s row shape and dtype.
-
-    A large CPU buffer has its pages made resident by a background thread.
-    """
+    """An uninitialised array (or tensor) of ``num_rows`` rows of ``like``'s row shape and dtype (module docstring)."""
     shape = (num_rows, *like.shape[1:])
     if isinstance(like, torch.Tensor):
-        tensor = torch.empty(shape, dtype=like.dtype, device=like.device)
-        if tensor.device.type == "cpu":
-            _populate_in_background(tensor, tensor.data_ptr(), tensor.element_size() * tensor.numel())
-        return tensor
+        try:  # a dtype numpy has, on the CPU: numpy's malloc (module docstring)
+            kind = torch.empty(0, dtype=like.dtype, device=like.device).numpy().dtype
+        except (TypeError, RuntimeError):  # bfloat16, another device
+            return torch.empty(shape, dtype=like.dtype, device=like.device)
+        return torch.from_numpy(empty_rows(np.empty((0, *like.shape[1:]), dtype=kind), num_rows))
     array = np.empty(shape, dtype=like.dtype)
     if not array.dtype.hasobject:
         _populate_in_background(array, array.ctypes.data, array.nbytes)
@@ -47,6 +44,9 @@ def _populate_in_background(owner: Any, address: int, nbytes: int) -> None:
     stop = (address + nbytes) // mmap.PAGESIZE * mmap.PAGESIZE
     if _LIBC is None or stop - start < _MIN_BYTES:
         return
+    resident = np.zeros((stop - start) // mmap.PAGESIZE, dtype=np.uint8)
+    if _LIBC.mincore(start, stop - start, resident.ctypes.data) == 0 and (resident & 1).all():
+        return  # memory a freed buffer left: nothing to fault in
     threading.Thread(target=_populate, args=(owner, start, stop), name="stratagem-cache-pages", daemon=True).start()
 
 
@@ -54,6 +54,7 @@ def _load_libc() -> ctypes.CDLL | None:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
         return libc
     except (OSError, AttributeError):  # no C library with madvise (not Linux)
         return None

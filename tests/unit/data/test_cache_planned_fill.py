@@ -137,3 +137,49 @@ def test_autotune_prefetch_stays_inline_when_the_consumer_pauses_once() -> None:
             time.sleep(0.02)  # a garbage collection, once: no work a thread could overlap
         started = started or threads() > before
     assert not started
+
+
+class _Calls:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, img: Any, label: Any) -> tuple[Any, Any]:
+        self.calls += 1
+        return _seed_preprocessing(img, label)
+
+
+def test_the_planned_fill_calls_the_map_once_per_growing_chunk() -> None:
+    # 20,000 elements: the first chunk in index order (where vmap decides), row 0 alone once, then chunks along
+    # the order of 1,024, 1,024, 2,048, 4,096, 8,192 and 3,616 rows: 8 calls (a chunk of 1,024 each: 22).
+    x, y = _images(20_000)
+    counted = _Calls()
+    chain = _counted_chain(x, y, counted)
+    batches = list(chain.iterator(seed=0))
+    assert counted.calls == 8 and _cache_of(chain).store()._slots is not None
+    _assert_same(batches, list(_per_element(_counted_chain(x, y, _Calls())).iterator(seed=0)))
+
+
+def _counted_chain(x: np.ndarray, y: np.ndarray, fn: _Calls) -> Dataset:
+    return Dataset.from_tensor_slices((x, y)).map(fn, num_parallel_calls=AUTOTUNE).cache().shuffle(1000, seed=4).batch(64)
+
+
+def test_column_pages_are_populated_only_where_they_are_not_resident() -> None:
+    import threading
+
+    from stratagem.data import _column_memory
+
+    def populating() -> int:
+        return sum(1 for t in threading.enumerate() if t.name == "stratagem-cache-pages")
+
+    if _column_memory._LIBC is None:
+        return  # no madvise here: nothing is populated either way
+    touched = np.ones(8 << 20, dtype=np.uint8)  # every page written: resident
+    before = populating()
+    _column_memory._populate_in_background(touched, touched.ctypes.data, touched.nbytes)
+    assert populating() == before
+    column = _column_memory.empty_rows(torch.empty(0, 1024, dtype=torch.float64), 2048)  # 16 MB, never touched
+    assert isinstance(column, torch.Tensor) and column.shape == (2048, 1024) and column.dtype == torch.float64
+    column.fill_(2.0)
+    assert float(column.sum()) == 2.0 * 2048 * 1024
+    halves = _column_memory.empty_rows(torch.empty(0, 3, dtype=torch.bfloat16), 5)  # no numpy dtype: torch's own
+    assert halves.dtype == torch.bfloat16 and halves.shape == (5, 3)
