@@ -40,8 +40,7 @@ def empty_columns(chunk: Any, length: int) -> Any | None:
         return None
     if any(isinstance(leaf, np.ndarray) and leaf.dtype.hasobject for leaf in kinds):
         return None  # object rows (bytes) stay element objects in the list
-    # Large columns come resident: their pages are faulted in by another thread while the chunks are written.
-    return map_structure(lambda leaf: empty_rows(leaf, length), chunk)
+    return map_structure(lambda leaf: empty_rows(leaf, length), chunk)  # fresh pages populated ahead (_column_memory)
 
 
 def copy_rows(columns: Any, chunk: Any, start: int, stop: int) -> bool:
