@@ -26,14 +26,13 @@ _MIN_BYTES = 4 << 20  # smaller buffers are cheap to fault in the writing thread
 
 def empty_rows(like: np.ndarray | torch.Tensor, num_rows: int) -> np.ndarray | torch.Tensor:
     """An uninitialised array (or tensor) of ``num_rows`` rows of ``like``'s row shape and dtype (module docstring)."""
-    shape = (num_rows, *like.shape[1:])
     if isinstance(like, torch.Tensor):
         try:  # a dtype numpy has, on the CPU: numpy's malloc (module docstring)
             kind = torch.empty(0, dtype=like.dtype, device=like.device).numpy().dtype
         except (TypeError, RuntimeError):  # bfloat16, another device
-            return torch.empty(shape, dtype=like.dtype, device=like.device)
+            return torch.empty((num_rows, *like.shape[1:]), dtype=like.dtype, device=like.device)
         return torch.from_numpy(empty_rows(np.empty((0, *like.shape[1:]), dtype=kind), num_rows))
-    array = np.empty(shape, dtype=like.dtype)
+    array = np.empty((num_rows, *like.shape[1:]), dtype=like.dtype)
     if not array.dtype.hasobject:
         _populate_in_background(array, array.ctypes.data, array.nbytes)
     return array
