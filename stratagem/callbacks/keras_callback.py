@@ -3,9 +3,10 @@
 ``CallbackList`` wraps every Keras callback in one, so Keras's callbacks and users' subclasses run with Keras's
 semantics: ``callback.model`` is the model ``fit`` was called on (the ``tf.keras`` model under ``stratagem.tf``);
 ``params`` holds ``epochs``, ``steps`` and ``verbose``; logs are plain dicts, reduced over every replica, batch logs
-too (TF syncs a metric on read) when the callback implements a batch-end hook, at one all-reduce per step. A train
-batch hook may set ``model.stop_training``, and every replica stops after that batch (one small all-reduce per
-step). This module never imports Keras: a Keras callback exists only once the user imported it.
+too (TF syncs a metric on read) when the callback implements a batch-end hook, at one all-reduce per step; hooks
+it does not implement are never called. A train batch hook may set ``model.stop_training``, and every replica stops
+after that batch (one small all-reduce per step). This module never imports Keras: a Keras callback exists only
+once the user imported it.
 """
 
 from __future__ import annotations

@@ -5,9 +5,10 @@ A training state is what a restarted job needs to continue as if never stopped: 
 and that writer's ``counters``. ``write`` is atomic (``checkpoint.io``); ``read`` runs no code from the file
 (``checkpoint.unpickling``) and upgrades earlier versions' layouts. Under a strategy that ``ShardsVariables`` every
 replica writes its shards to ``shards_dir_for(path)`` (torch's DCP) and the file holds the rest. ``capture`` adds
-where ``fit`` stands, the metrics' sums, the RNG states, the callbacks' state and the strategy's remote state; it
-gathers every replica's torch RNG state (a collective), so every replica calls it and only the chief writes. Not
-here: ``Model.save_weights``/``Model.save`` (``models.saving``) and ``tf.train.Checkpoint`` (``stratagem.train``).
+where ``fit`` stands, the metrics' sums, the RNG states (every replica's torch RNG, the chief's numpy and Python
+ones), the callbacks' state and the strategy's remote state; gathering the torch RNG states is a collective, so
+every replica calls it and only the chief writes. Not here: ``Model.save_weights``/``Model.save``
+(``models.saving``) and ``tf.train.Checkpoint`` (``stratagem.train``).
 """
 
 from __future__ import annotations

@@ -16,7 +16,10 @@ import torch
 
 @runtime_checkable
 class AppliesUpdates(Protocol):
-    """The strategy, not each replica's optimizer, applies the gradients (CentralStorage, ParameterServer)."""
+    """The strategy, not each replica's optimizer, applies the gradients (CentralStorage, ParameterServer).
+
+    A custom loop therefore steps through ``strategy.distribute_optimizer(optimizer)``.
+    """
 
     def wrap_optimizer(self, optimizer: torch.optim.Optimizer) -> StrategyOptimizer:
         """Returns an object with the optimizer's interface whose ``step()`` is this strategy's update."""

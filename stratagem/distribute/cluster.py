@@ -249,8 +249,9 @@ class TorchrunClusterResolver(ClusterResolver):
     """A resolver that reads the variables torchrun (and ``stratagem run``) set.
 
     ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` and ``LOCAL_WORLD_SIZE`` (these two default to the first two: all on this
-    host), ``MASTER_ADDR`` and ``MASTER_PORT`` (a lone process may leave them out); each process is a ``'worker'`` with
-    ``task_id == rank``, and ``cluster_spec()`` is empty: torchrun names no address but the master's.
+    host), ``MASTER_ADDR`` and ``MASTER_PORT`` (a lone process may leave them out: 127.0.0.1 and 29500, torchrun's
+    default; a larger job must set both); each process is a ``'worker'`` with ``task_id == rank``, and
+    ``cluster_spec()`` is empty: torchrun names no address but the master's.
 
     Args:
         environ: Variables to read; default ``os.environ``.
@@ -288,11 +289,13 @@ class TorchrunClusterResolver(ClusterResolver):
 class SlurmClusterResolver(ClusterResolver):
     """A resolver that reads the variables ``srun`` sets for each task.
 
-    Rank and world size are ``SLURM_PROCID`` and ``SLURM_NTASKS``; hosts, tasks per node and local rank come from the
-    step's (else the job's) nodelist and task layout, else SLURM's default block placement. The master is the first
-    host, its port ``port``, else ``MASTER_PORT``, else ``15000 + SLURM_JOB_ID % 20000`` (every task computes it alike).
-    Each task is a ``'worker'`` with ``task_id == rank``; ``cluster_spec()`` is empty. Run under ``srun``: a batch
-    script alone is one process that sees the allocation's ``SLURM_NTASKS`` and would wait for peers that never start.
+    Rank and world size are ``SLURM_PROCID`` and ``SLURM_NTASKS``; hosts come from ``SLURM_STEP_NODELIST`` (else
+    ``SLURM_JOB_NODELIST``), tasks per node from ``SLURM_STEP_TASKS_PER_NODE`` (else ``SLURM_NTASKS_PER_NODE``, else
+    ``SLURM_TASKS_PER_NODE``), the local rank from ``SLURM_LOCALID`` and ``SLURM_NODEID``, else SLURM's default block
+    placement. The master is the first host, its port ``port``, else ``MASTER_PORT``, else ``15000 + SLURM_JOB_ID %
+    20000`` (every task computes it alike). Each task is a ``'worker'`` with ``task_id == rank``; ``cluster_spec()``
+    is empty. Run under ``srun``: a batch script alone is one process that sees the allocation's ``SLURM_NTASKS`` and
+    would wait for peers that never start.
 
     Args:
         environ: Variables to read; default ``os.environ``.

@@ -32,6 +32,8 @@ def init_process_group(
 ) -> None:
     """Joins the job's process group, failing within about ``timeout_s`` if a peer is missing.
 
+    ``peers`` optionally describes each rank ("worker 1 at h2:2222") for the error messages.
+
     Raises:
         CollectiveTimeoutError: If the chief is unreachable, or a rank did not join in time (named, with ``peers``).
         ConfigurationError: If a rank of a multi-host job would listen on loopback only.
@@ -235,8 +237,8 @@ def collective_errors(operation: str, *, timeout_s: float | None, tag: str | Non
 
     A timeout becomes ``CollectiveTimeoutError``, a closed connection ``CollectiveError``; both name the ranks (and
     hosts) that did not answer or had finished their program, found by a probe tagged alike on every rank (ranks call
-    collectives in the same order). ``timeout_s=None``: around a step, whose collectives run under the group's
-    timeout; errors of the step's own code then pass unchanged.
+    collectives in the same order) or tagged ``tag`` where given. ``timeout_s=None``: around a step, whose collectives
+    run under the group's timeout; errors of the step's own code then pass unchanged.
     """
     tag = tag or _next_tag(operation)
     try:

@@ -5,7 +5,8 @@
 the casts (Horovod's ``Compression.fp16`` is them). The hooks are torch's ``ddp_comm_hooks`` made to keep the SUM of
 the replicas' gradients (each loss is already divided by the global batch): bf16/fp16 wrap our summing all-reduce in
 torch's cast wrappers, with no division by the world size, so nothing is rounded twice; PowerSGD's average is
-multiplied back by the world size. fp16 sums in float16, as Horovod's does: a sum beyond 65504 overflows.
+multiplied back by the world size. fp16 sums in float16, as Horovod's does: a sum beyond 65504 overflows (bf16 has
+float32's range).
 """
 
 from __future__ import annotations

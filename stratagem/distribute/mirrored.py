@@ -69,7 +69,8 @@ class MirroredStrategy(OneHostStrategy):
         num_replicas: Number of CPU replicas (a shorthand for ``devices``).
         communication_options: ``CommunicationOptions`` (timeout, buckets).
         cross_device_ops: TF's all-reduce algorithm choice (``NcclAllReduce()``, ...): accepted with one warning and
-            unused, since torch.distributed picks the algorithm and every choice sums the same gradients.
+            unused, since torch.distributed picks the algorithm and every choice sums the same gradients
+            (``CommunicationOptions(implementation=)`` chooses the backend).
 
     Example:
         >>> strategy = MirroredStrategy(num_replicas=2)  # doctest: +SKIP

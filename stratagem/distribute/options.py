@@ -34,6 +34,7 @@ class CommunicationOptions:
         implementation: ``"auto"``, ``"ring"`` (gloo) or ``"nccl"``.
         compression: How gradients travel (an extension; TF has none): ``None`` (float32), ``"bf16"``, ``"fp16"``,
             or ``PowerSGD(rank)``, through DDP hooks that still SUM over the global batch, so only rounding differs.
+            ``MirroredStrategy`` and ``MultiWorkerMirroredStrategy`` only.
 
     Example:
         >>> options = CommunicationOptions(timeout_seconds=30, compression="bf16")

@@ -35,7 +35,7 @@ class ShardedDataParallelStrategy(WorkerClusterStrategy):
     Args:
         cluster_resolver: Where the cluster comes from; default: ``TF_CONFIG``,
             then torchrun's variables, then SLURM's, else a single worker.
-        communication_options: ``CommunicationOptions`` (timeout, backend).
+        communication_options: ``CommunicationOptions`` (timeout, backend: gloo on CPU, NCCL on CUDA).
 
     Example:
         >>> strategy = stratagem.distribute.ShardedDataParallelStrategy()  # doctest: +SKIP

@@ -175,6 +175,7 @@ class Strategy(abc.ABC):
         every replica at the same point.
 
         Example:
+            >>> strategy.run(train_step, args=(batch,))  # updates train_accuracy  # doctest: +SKIP
             >>> print(float(strategy.metric_result(train_accuracy)))  # doctest: +SKIP
         """
         return read_summed(self, list(metric.variables), metric.result)
@@ -218,8 +219,8 @@ class Strategy(abc.ABC):
     def distribute_module(self, module: nn.Module) -> nn.Module:
         """Returns ``module`` placed on this replica's device with gradients kept in sync (for custom training loops).
 
-        Backward through it SUMS gradients across replicas, so scale each replica's loss with
-        ``stratagem.nn.compute_average_loss``.
+        ``Model.fit`` does this itself. Backward through it SUMS gradients across replicas, so scale each replica's
+        loss with ``stratagem.nn.compute_average_loss``.
         """
         return self._wrap_module(module)
 

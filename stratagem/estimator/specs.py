@@ -39,7 +39,8 @@ class EstimatorSpec:
         export_outputs: Unused; kept for TF code.
         scaffold: The ``torch.nn.Module`` holding the model's state, which the Estimator checkpoints, restores,
             exports and broadcasts from the chief (TF's ``Scaffold`` says what its ``Saver`` saves). Required.
-        training_hooks: Extra callbacks for ``train``, read from the call that builds the model.
+        training_hooks: Extra callbacks (``stratagem.callbacks.Callback``) for ``train``, read from the call that
+            builds the model.
         evaluation_hooks: Extra callbacks for ``evaluate``, read likewise.
     """
 

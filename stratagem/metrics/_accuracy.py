@@ -65,7 +65,12 @@ class BinaryAccuracy(MeanMetricWrapper):
 
 
 class TopKCategoricalAccuracy(MeanMetricWrapper):
-    """How often the one-hot label is among the ``k`` top predictions (Keras' ``TopKCategoricalAccuracy``)."""
+    """How often the one-hot label is among the ``k`` top predictions (Keras' ``TopKCategoricalAccuracy``).
+
+    Args:
+        k: How many of the highest predictions count.
+        name: The ``logs`` key.
+    """
 
     def __init__(self, k: int = 5, name: str = "top_k_categorical_accuracy") -> None:
         super().__init__(lambda t, p: _in_top_k(t.argmax(dim=-1), p, k), name)
@@ -73,7 +78,12 @@ class TopKCategoricalAccuracy(MeanMetricWrapper):
 
 
 class SparseTopKCategoricalAccuracy(MeanMetricWrapper):
-    """How often the integer label is among the ``k`` top predictions (``SparseTopKCategoricalAccuracy``)."""
+    """How often the integer label is among the ``k`` top predictions (``SparseTopKCategoricalAccuracy``).
+
+    Args:
+        k: How many of the highest predictions count.
+        name: The ``logs`` key.
+    """
 
     def __init__(self, k: int = 5, name: str = "sparse_top_k_categorical_accuracy") -> None:
         super().__init__(lambda t, p: _in_top_k(_sparse_labels(t, p), p, k), name)

@@ -109,6 +109,9 @@ def load_model(filepath: str | os.PathLike[str]) -> LoadedModel:
 
     Never runs code from the folder (the module docstring says what is read, and how).
 
+    Args:
+        filepath: The folder ``Model.save`` wrote.
+
     Raises:
         CheckpointError: If a file is missing, corrupt, of another format version, or holds anything that could run
             code; the message names the file.
@@ -164,6 +167,10 @@ class LoadedModel:
             x: Arrays or tensors (or a tuple/list/dict of them) shaped like ``input_spec``; float inputs are cast to the
                 saved dtype.
             batch_size: Examples per batch (default 32).
+
+        Example:
+            >>> loaded.predict(np.zeros((10, 1, 28, 28), np.float32), batch_size=4).shape  # doctest: +SKIP
+            (10, 10)
         """
         if batch_size is not None and batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer. Received: batch_size={batch_size}")
