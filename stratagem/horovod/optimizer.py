@@ -38,8 +38,9 @@ def _wrapped_attribute(name: str) -> Any:
 class DistributedOptimizer(torch.optim.Optimizer):
     """Wraps ``optimizer`` so that ``step()`` applies gradients averaged over every process.
 
-    ``step()`` equals one process stepping on the union of the batches when each loss is a mean over its batch. With
-    ``backward_passes_per_step=k``, k passes' gradients are summed locally (scale each loss by 1/k), then all-reduced.
+    ``step()``'s result is the same on every process, and equals one process stepping on the union of the batches when
+    each loss is a mean over its batch. With ``backward_passes_per_step=k``, k passes' gradients are summed locally
+    (scale each loss by 1/k), then all-reduced.
 
     Args:
         optimizer: The torch optimizer to wrap.

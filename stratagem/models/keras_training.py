@@ -59,7 +59,10 @@ class KerasTraining:
                 metrics: Sequence[Any] | None = None, weighted_metrics: Sequence[Any] | None = None,
                 run_eagerly: bool = False, steps_per_execution: int = 1, jit_compile: bool | str = "auto",
                 auto_scale_loss: bool = True) -> None:
-        """Keras's ``compile`` (Keras or stratagem objects and names); ``loss_weights`` is not implemented."""
+        """Keras's ``compile`` (Keras or stratagem objects and names); ``loss_weights`` is not implemented.
+
+        ``run_eagerly`` is accepted (stratagem always runs eagerly).
+        """
         if loss_weights is not None:
             raise ValueError("loss_weights is not implemented by stratagem's compile: a multi-output model's losses "
                              "are summed with weight 1. Weigh them in a custom loss, or override compute_loss. "

@@ -1,7 +1,8 @@
 """TF's top-level tensor-building and shape ops (``tf.constant``, ``tf.cast``, ``tf.reshape`` ...) on torch.
 
 Each converts its inputs as TF does and returns TF's dtypes (``tf.range(5)`` and ``tf.shape(x)`` int32, ``tf.where``
-int64). The arithmetic and reductions live in ``stratagem.tf.math``.
+int64), and ``tf.one_hot`` gives zeros for an index out of range. The arithmetic and reductions live in
+``stratagem.tf.math``.
 """
 
 from __future__ import annotations

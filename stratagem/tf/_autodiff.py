@@ -112,7 +112,8 @@ class GradientTape:
             target: A tensor, or a nested structure of tensors.
             sources: A variable, tensor, or nested structure (list, tuple, dict) of them.
             output_gradients: Optional gradients of the target(s), one per target.
-            unconnected_gradients: ``"none"`` or ``"zero"``.
+            unconnected_gradients: What a source the target does not depend on gets: ``"none"`` (None) or ``"zero"``
+                (zeros).
 
         Returns:
             Torch tensors (or None) in the structure of ``sources``.

@@ -28,7 +28,7 @@ def clip_by_global_norm(t_list: Sequence[Any], clip_norm: Any, use_norm: Any = N
                         name: str | None = None) -> tuple[list[Any], torch.Tensor]:
     """``tf.clip_by_global_norm``: every tensor times ``clip_norm / max(global_norm, clip_norm)``, and the global norm.
 
-    None entries stay None, as in TF.
+    ``global_norm = sqrt(sum of squares of every entry of every tensor)``; None entries stay None, as in TF.
     """
     tensors = [None if t is None else tensor(t) for t in t_list]
     present = [t for t in tensors if t is not None]

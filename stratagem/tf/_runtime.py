@@ -1,6 +1,7 @@
 """TF's runtime names that need no graph: ``tf.executing_eagerly``, ``tf.device``, ``tf.name_scope``, ``get_logger``.
 
-``tf.device`` changes no placement (torch places a tensor with its inputs, a strategy each replica): one warning.
+``tf.device`` changes no placement (torch places a tensor with its inputs, a strategy each replica): a device other
+than the CPU warns once.
 """
 
 from __future__ import annotations

@@ -43,7 +43,10 @@ def resize(images: Any, size: Sequence[int], method: Any = ResizeMethod.BILINEAR
 
 def resize_images(images: Any, size: Sequence[int], method: Any = 0, align_corners: bool = False,
                   preserve_aspect_ratio: bool = False, name: str | None = None) -> torch.Tensor:
-    """TF 1's ``tf.image.resize_images`` as TF 2's ``tf.image.resize`` samples (``align_corners`` refuses)."""
+    """TF 1's ``tf.image.resize_images`` as TF 2's ``tf.image.resize`` samples (``align_corners`` refuses).
+
+    TF 1 aligned pixel corners, so bilinear values differ slightly from TF 1's.
+    """
     if align_corners:
         raise ValueError("resize_images(align_corners=True) is not provided: resizing samples as TF 2's "
                          "tf.image.resize does (half-pixel centres). Received: align_corners=True")

@@ -2,7 +2,7 @@
 
 ``set_seed`` is ``stratagem.data.set_seed``: torch's global generator stands for TF's global seed; like TF's, it seeds
 neither numpy, Python's ``random`` nor Keras's initializers (``keras.utils.set_random_seed`` does). An op-level ``seed``
-gives the op its own generator, each call the next values of its sequence, as TF's op seeds do.
+gives the op its own generator: the same sequence on every run, each call its next values, as TF's op seeds do.
 """
 
 from __future__ import annotations

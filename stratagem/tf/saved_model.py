@@ -34,6 +34,8 @@ class LoadOptions:
 def save(obj: Any, export_dir: str | os.PathLike[str], signatures: Any = None, options: SaveOptions | None = None) -> None:
     """Exports ``obj`` (a ``stratagem.Model`` or a built Keras model) to ``export_dir``; only the chief writes.
 
+    Every replica may call it.
+
     Raises:
         ValueError: If ``signatures`` is given (one entry point: the model's call), or the input shapes are unknown.
         TypeError: If ``obj`` is neither a ``stratagem.Model`` nor a Keras model.

@@ -25,7 +25,10 @@ class SparseStrings(NamedTuple):
 
 def string_split(source: Any, sep: Any = None, skip_empty: bool = True, delimiter: Any = None,
                  result_type: str = "SparseTensor", name: str | None = None) -> SparseStrings:
-    """TF 1's ``tf.string_split`` of a 1-D ``source`` on any character of ``delimiter``; ``.values`` are bytes."""
+    """TF 1's ``tf.string_split`` of a 1-D ``source`` on any character of ``delimiter`` (a space).
+
+    ``.values`` is a numpy array of bytes, one entry per piece, row after row.
+    """
     if result_type != "SparseTensor":
         raise ValueError(f"string_split returns a SparseTensor here. Received: result_type={result_type!r}")
     characters = _text(delimiter if delimiter is not None else sep if sep is not None else " ")

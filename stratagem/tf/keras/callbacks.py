@@ -1,7 +1,8 @@
 """``tf.keras.callbacks``: Keras's ``Callback`` base, and stratagem's callbacks where files or replicas are involved.
 
 ``Callback`` (and ``CallbackList``, ``RemoteMonitor``, ``SwapEMAWeights``) are Keras 3's, run by stratagem's fit loop
-with Keras's semantics. The others are stratagem's: only the chief writes, every replica stops together, and
+with Keras's semantics (``self.model`` is the model ``fit`` was called on; epoch logs are reduced over every
+replica). The others are stratagem's: only the chief writes, every replica stops together, and
 ``BackupAndRestore`` resumes mid-epoch.
 """
 

@@ -1,7 +1,7 @@
 """``tf.keras.optimizers``: Keras 3's optimizers and ``schedules``.
 
-Given to ``compile``, one becomes stratagem's optimizer of its name and hyperparameters, which strategies step; in a
-custom loop it is Keras's own.
+Given to ``compile``, one becomes stratagem's optimizer of its name and hyperparameters, which strategies step, and
+``model.optimizer`` is that one (``learning_rate``/``lr`` readable and settable); in a custom loop it is Keras's own.
 """
 
 from __future__ import annotations
