@@ -85,8 +85,15 @@ class OrderedFill:
         self._chunk_start = 0
         self.columns: Any = None  # row p holds element order[p]
 
-    complete = property(lambda self: self._computed == self._length)
-    served = property(lambda self: self._served == self._length)  # every position handed out
+    @property
+    def complete(self) -> bool:
+        """Every position of the order computed into the columns."""
+        return self._computed == self._length
+
+    @property
+    def all_served(self) -> bool:
+        """Every position of the order handed out to the reader."""
+        return self._served == self._length
 
     def slots(self) -> np.ndarray:
         """Row of the columns holding each element."""

@@ -287,7 +287,7 @@ class _MemoryStore:
                 return None
             if plan.complete:
                 self._complete_from(plan)
-            if elements is None or plan.served:
+            if elements is None or plan.all_served:
                 self._plan = None  # later fetches read the columns
             return elements
 
