@@ -1,16 +1,21 @@
 """The one module that touches torch's private names and layouts; written for torch 2.13 (``WRITTEN_FOR``).
 
 A torch upgrade is checked here (``tests/unit/package/test_torch_internals.py`` checks the version and each name).
-Sections: multi-tensor kernels (optimizer rules, accumulation, loss scaling); ``nn.Module``'s buffer registry (Keras
-models as modules); ``torch.export``'s program and archive (``Model.save``/``load_model``); DCP's metadata (sharded
+Sections: multi-tensor kernels (optimizer rules, accumulation, loss scaling); the optimizer methods' deferred
+``torch._dynamo`` import (applied when this module is imported); ``nn.Module``'s buffer registry (Keras models as
+modules); ``torch.export``'s program and archive (``Model.save``/``load_model``); DCP's metadata (sharded
 checkpoints); the elastic rendezvous's state pickle (``--nnodes MIN:MAX``). CPython's privates are in
 ``_python_internals.py``.
 """
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import re
+import sys
 import types
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -37,6 +42,52 @@ def unscale_and_check_finite_(grads: list[torch.Tensor], found_inf: torch.Tensor
     """
     torch._amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inverse_scale)
 
+
+# ---------------------------------------------------------------------------------------------------------------
+# The optimizer methods' torch._dynamo import. torch.optim.Optimizer's add_param_group (every constructor runs it),
+# zero_grad, state_dict and load_state_dict are wrapped by `torch._disable_dynamo` (torch/_compile.py): the wrapper's
+# first call imports torch._dynamo (~1.3 s of CPU) to build `torch._dynamo.disable(method)`, cached on the undecorated
+# function as `__dynamo_disable`, and calls that. Until torch._dynamo is imported nothing can be tracing and no frame
+# callback can be set (only torch._dynamo sets one, and torch.compile and torch.export import it first), so that
+# disable changes nothing: the cache is seeded with the undecorated function itself, and the seeds are dropped the
+# moment torch._dynamo's import begins (an import-system finder that finds nothing), so from then on torch's own
+# path runs as if they had never been there. A process whose optimizers step without torch.optim's built-in `step`
+# (stratagem's Keras rules) and that wraps no DDP then never imports torch._dynamo.
+# ---------------------------------------------------------------------------------------------------------------
+
+DYNAMO_DISABLED_OPTIMIZER_METHODS = ("add_param_group", "zero_grad", "state_dict", "load_state_dict")
+_DYNAMO_DISABLE_CACHE = "__dynamo_disable"  # where torch._disable_dynamo's wrapper caches its disable
+
+
+def undecorated_optimizer_methods() -> list[Callable[..., Any]]:
+    """The functions that ``torch._disable_dynamo`` wrapped as ``DYNAMO_DISABLED_OPTIMIZER_METHODS``."""
+    return [getattr(torch.optim.Optimizer, name).__wrapped__ for name in DYNAMO_DISABLED_OPTIMIZER_METHODS]
+
+
+def defer_dynamo_import() -> None:
+    """Seeds the methods' disable caches until torch._dynamo is imported (nothing if it already was)."""
+    if "torch._dynamo" in sys.modules or any(isinstance(f, _DynamoImportWatch) for f in sys.meta_path):
+        return
+    for function in undecorated_optimizer_methods():
+        if getattr(function, _DYNAMO_DISABLE_CACHE, None) is None:
+            setattr(function, _DYNAMO_DISABLE_CACHE, function)
+    sys.meta_path.insert(0, _DynamoImportWatch())  # first: it must see the import before a finder serves it
+
+
+class _DynamoImportWatch(importlib.abc.MetaPathFinder):
+    """Drops the seeds when torch._dynamo's import begins; finds no module itself."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname == "torch._dynamo":
+            # NOTE: the finder stays on sys.meta_path: the import system is iterating that list right now.
+            for function in undecorated_optimizer_methods():
+                if getattr(function, _DYNAMO_DISABLE_CACHE, None) is function:
+                    delattr(function, _DYNAMO_DISABLE_CACHE)
+        return None
+
+
+defer_dynamo_import()  # NOTE: at import, so that every optimizer built after any torch-using stratagem module has it
 
 # ---------------------------------------------------------------------------------------------------------------
 # nn.Module's buffer registry. torch moves a buffer by putting a new tensor in `module._buffers` (parameters are

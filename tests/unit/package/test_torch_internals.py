@@ -7,8 +7,12 @@ A failure here after a torch upgrade names the private that moved; fix it in the
 from __future__ import annotations
 
 import io
+import json
 import pickle
 import re
+import subprocess
+import sys
+import textwrap
 import warnings
 import zipfile
 from pathlib import Path
@@ -25,6 +29,70 @@ def test_installed_torch_is_the_release_the_adapter_was_written_for() -> None:
     assert release == internals.WRITTEN_FOR, (
         f"torch {torch.__version__} is installed, stratagem/_torch_internals.py was written for "
         f"{internals.WRITTEN_FOR}: check every section there, then update WRITTEN_FOR and pyproject.toml")
+
+
+def test_deferred_dynamo_import_seeds_exactly_the_methods_torch_disable_dynamo_wraps() -> None:
+    # A torch upgrade that wraps another Optimizer method (or none of these) fails here.
+    wrapper_code = torch._disable_dynamo(lambda: None).__code__
+    wrapped = {name for name, value in vars(torch.optim.Optimizer).items()
+               if getattr(value, "__code__", None) is wrapper_code}
+    assert wrapped == set(internals.DYNAMO_DISABLED_OPTIMIZER_METHODS)
+    assert [f.__name__ for f in internals.undecorated_optimizer_methods()] == list(
+        internals.DYNAMO_DISABLED_OPTIMIZER_METHODS)
+
+
+# A fresh interpreter (torch._dynamo not imported yet): Model.fit through a stratagem rule, then torch.compile of a
+# function that calls the optimizer's disabled methods, run twice: while the seeds are dropped (torch._dynamo's
+# import) and again with torch's own disable in the cache; dynamo must see the same frames and graph breaks.
+_FIT_THEN_COMPILE = textwrap.dedent("""
+    import json, sys, torch, stratagem
+    from torch import nn
+
+    model = stratagem.Model(nn.Linear(4, 2))
+    model.compile(optimizer="sgd", loss="mse")
+    model.fit(torch.zeros(8, 4), torch.zeros(8, 2), batch_size=4, epochs=1, verbose=0)
+    optimizer = model.optimizer.torch_optimizer
+    optimizer.load_state_dict(optimizer.state_dict())
+    imported_by_fit = "torch._dynamo" in sys.modules
+
+    weight = nn.Parameter(torch.ones(3))
+    sgd = torch.optim.SGD([weight], lr=0.5)
+
+    def step(x):
+        y = x * 2
+        sgd.zero_grad()
+        return y + sgd.state_dict()["param_groups"][0]["lr"]
+
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    runs = []
+    for _ in range(2):
+        torch._dynamo.reset()
+        counters.clear()
+        weight.grad = torch.ones(3)
+        explained = torch._dynamo.explain(step)(torch.ones(3))
+        runs.append({"frames": counters["frames"]["total"], "breaks": explained.graph_break_count,
+                     "reasons": [str(r.reason).split(chr(10))[0] for r in explained.break_reasons],
+                     "grad_cleared": weight.grad is None,
+                     "out": torch.compile(step, backend="eager")(torch.ones(3)).tolist()})
+    caches = [getattr(getattr(torch.optim.Optimizer, name).__wrapped__, "__dynamo_disable", None)
+              for name in ("zero_grad", "state_dict")]
+    print(json.dumps({"imported_by_fit": imported_by_fit, "runs": runs,
+                      "torch_disables": [getattr(c, "_torchdynamo_disable", False) for c in caches]}))
+""")
+
+
+def test_fit_imports_no_dynamo_and_compile_still_disables_the_optimizer_methods() -> None:
+    result = subprocess.run([sys.executable, "-c", _FIT_THEN_COMPILE], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.splitlines()[-1])
+    # Without the seeds the optimizer's constructor (add_param_group) imports torch._dynamo: ~1.3 s of CPU.
+    assert report["imported_by_fit"] is False
+    first, second = report["runs"]
+    assert first == second  # no frame of the seeds traced, the same graph break where torch disables
+    assert first["breaks"] == 1 and first["grad_cleared"] and first["out"] == [2.5, 2.5, 2.5], first
+    assert report["torch_disables"] == [True, True]  # torch's own disable cached once torch._dynamo was imported
 
 
 # Each multi-tensor op against the per-tensor op it stands for: (arguments after the list, per-tensor function).
