@@ -10,8 +10,9 @@ it is distributed: ``stratagem run -n 2`` for an unchanged ``MirroredStrategy()`
 that imported torch, Keras and stratagem.tf once (``stratagem.testing.warm_processes``), given the environment its
 launch form would give it (``stratagem run``'s for its workers, ``TF_CONFIG`` for the manual cluster), the
 example run as ``__main__``: a fresh interpreter costs about 4 s of CPU before the example's first line, three of
-them per launched example. ``make demo``'s script (``EXEC_PATH``) still goes through ``stratagem run``'s real exec
-path, as users run it. ``tf.keras.datasets.*.load_data()`` reads
+them per launched example; ``make demo``'s script too. ``stratagem run``'s real exec path (fresh interpreters, a
+seed example among them) is the launcher tests': ``tests/e2e/test_launcher.py``, ``test_restart.py`` and
+``tests/dist/test_seed_shaped.py``'s Mirrored snippet. ``tf.keras.datasets.*.load_data()`` reads
 Keras's own cache, which the ``keras_home`` fixture fills from the bundled digits (4,000 train / 1,000 test): the
 examples' Fashion-MNIST is the digits too.
 
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,11 +41,7 @@ from stratagem.testing.warm_processes import ScriptProcess, launched_processes
 
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "seeds"
-LAUNCH = [sys.executable, "-m", "stratagem.launcher.cli", "run"]
 TIMEOUT_S = 100
-# The examples run as the user runs them, through `stratagem run`'s exec path (fresh interpreters); the others
-# run in warm processes with the environment their launch form gives (the launcher's path is the launcher tests').
-EXEC_PATH = {"practical_mnist.py"}  # `make demo`'s script
 
 
 @dataclass(frozen=True)
@@ -113,14 +109,10 @@ def write_keras_home(home: Path, train_images: int | None = None) -> Path:
 
 
 def _commands(case: Case) -> list[tuple[list[str], dict[str, str]]]:
-    """The processes that run one example, each with its own extra environment."""
+    """The processes that run a ``python``, ``argv2`` or ``tf_config2`` example, each with its own extra environment."""
     script = str(EXAMPLES / case.script)
     if case.launch == "python":
         return [([sys.executable, script], {})]
-    if case.launch == "run2":
-        return [([*LAUNCH, "-n", "2", script], {})]
-    if case.launch == "ps":
-        return [([*LAUNCH, "--ps", "1", "--workers", "2", script], {})]
     workers = [f"localhost:{port}" for port in find_free_ports(2)]
     if case.launch == "argv2":  # seed 002: the script writes TF_CONFIG itself from its task index
         return [([sys.executable, script, str(i)], {"SEED_WORKERS": ",".join(workers)}) for i in range(2)]
@@ -134,26 +126,6 @@ def _environment(case: Case, keras_home: Path) -> dict[str, str]:
     base = dict(os.environ, KERAS_HOME=str(keras_home), STRATAGEM_TIMEOUT_S="60", **case.knobs, **case.env)
     base.pop("TF_CONFIG", None)
     return base
-
-
-def _run_exec(case: Case, cwd: Path, keras_home: Path) -> str:
-    """Runs the example's real processes (``stratagem run`` exec'ing interpreters); returns the first one's output."""
-    base = _environment(case, keras_home)
-    procs = [subprocess.Popen(command, cwd=cwd, env=dict(base, **extra), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-             for command, extra in _commands(case)]
-    outputs = []
-    try:
-        for proc in procs:
-            outputs.append(proc.communicate(timeout=TIMEOUT_S)[0])
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    for proc, output in zip(procs, outputs):
-        assert proc.returncode == 0, f"{case.script} exited with {proc.returncode}:\n{output[-4000:]}"
-    return outputs[0]
 
 
 def _run_warm(case: Case, cwd: Path, keras_home: Path) -> str:
@@ -221,7 +193,7 @@ def _prefixed(log: Path, label: str) -> str:
 
 def check_case(case: Case, keras_home: Path, cwd: Path) -> float:
     """Runs the example in ``cwd`` and asserts it printed an accuracy at or above its threshold; returns it."""
-    output = (_run_exec if case.script in EXEC_PATH else _run_warm)(case, cwd, keras_home)
+    output = _run_warm(case, cwd, keras_home)
     found = re.findall(case.accuracy, output)
     assert found, f"{case.script} printed no accuracy matching {case.accuracy!r}:\n{output[-4000:]}"
     accuracy = float(found[-1])
