@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -105,9 +106,30 @@ def same_elements(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+# Whether Keras may make tensors off the host: None until Keras is loaded, then decided once (its default is fixed).
+_keras_leaves_host: bool | None = None
+
+
 def call_with_element(fn: Any, element: Any) -> Any:
-    """tf.data's calling convention: a tuple element is unpacked into positional arguments."""
-    return fn(*element) if isinstance(element, tuple) else fn(element)
+    """tf.data's calling convention: a tuple element is unpacked into positional arguments.
+
+    As tf.data's, the function runs on the host: Keras ops in it make CPU tensors where Keras's device is a GPU.
+    """
+    global _keras_leaves_host
+    args = element if isinstance(element, tuple) else (element,)
+    if _keras_leaves_host is None and "keras" in sys.modules:
+        from stratagem.models.keras_internals import keras_leaves_host  # here: stratagem.models imports us
+
+        _keras_leaves_host = keras_leaves_host()
+    if not _keras_leaves_host:
+        return fn(*args)
+    from stratagem.models.keras_internals import host_device
+
+    on_host = host_device()
+    if on_host is None:
+        return fn(*args)
+    with on_host:
+        return fn(*args)
 
 
 def spec_of(element: Any) -> Any:

@@ -399,3 +399,27 @@ def keras_device(device: torch.device) -> Any:
     # "cpu", not "cpu:0": Keras moves each new variable to its device, and torch copies a CPU tensor "to" cpu:0
     # (devices compare unequal), which turns a Parameter into a plain tensor.
     return keras.device(str(device))
+
+
+
+def keras_leaves_host() -> bool:
+    """Whether Keras's default device is not the CPU (a GPU is present, or ``KERAS_TORCH_DEVICE`` names one).
+
+    Written for Keras 3.15 (``keras.src.backend.torch.core.DEFAULT_DEVICE``, fixed when Keras is imported).
+    """
+    core = sys.modules.get("keras.src.backend.torch.core")
+    return core is not None and not str(core.DEFAULT_DEVICE).startswith("cpu")
+
+
+def host_device() -> Any | None:
+    """``keras.device("cpu")`` where Keras would make its tensors elsewhere now; ``None`` where it would not.
+
+    Written for Keras 3.15 (``keras.src.backend.torch.core.get_device``). tf.data runs its functions on the host, so
+    ``stratagem.data`` calls a ``map``/``filter`` function in this context: Keras ops there make CPU tensors.
+    """
+    core = sys.modules.get("keras.src.backend.torch.core")
+    if core is None or str(core.get_device()).startswith("cpu"):
+        return None
+    import keras
+
+    return keras.device("cpu")

@@ -44,10 +44,12 @@ from stratagem.distribute import job_secret
 from stratagem.launcher.environment import local_tf_configs, threads_per_process, worker_env
 from stratagem.launcher.ports import find_free_port
 
-# What every worker would import first, in this order. torch._dynamo is imported by torch.optim on the first step;
-# Keras (on the torch backend: `import stratagem` sets KERAS_BACKEND first) and stratagem.tf by the seed examples;
+# What every worker would import first, in this order, after _cuda_via_nvml's setting. torch._dynamo is imported by
+# torch.optim on the first step; Keras (on the torch backend: `import stratagem` sets KERAS_BACKEND first) and
+# stratagem.tf by the seed examples;
 # stratagem's public names (imported on first use) by _warm_preload, last, which then freezes the collector's view.
-PRELOAD = ("torch", "torch._dynamo", "numpy", "stratagem", "stratagem.distribute.ps.server", "grpc", "keras",
+PRELOAD = ("stratagem.testing._cuda_via_nvml", "torch", "torch._dynamo", "numpy", "stratagem",
+           "stratagem.distribute.ps.server", "grpc", "keras",
            "stratagem.tf", "stratagem.tf.keras", "stratagem.testing._warm_preload")
 
 

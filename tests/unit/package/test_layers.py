@@ -28,10 +28,12 @@ _LAYERS: list[tuple[str, ...]] = [
 # NOTE: the upward edges, by design: a script's MirroredStrategy(num_replicas=N) starts
 # the other replicas through this one public launcher call; a strategy with several replicas
 # gives Keras objects made in its scope TF's cross-replica semantics through the one Keras adapter;
-# a forked map worker puts Keras on the CPU through that adapter (CUDA cannot be used after a fork).
+# a forked map worker puts Keras on the CPU through that adapter (CUDA cannot be used after a fork), and a dataset
+# function runs with Keras on the CPU through it (tf.data's functions run on the host).
 _ALLOWED_UPWARD = {("stratagem.distribute.mirrored", "stratagem.launcher"),
                    ("stratagem.distribute.strategy", "stratagem.models.keras_internals"),
-                   ("stratagem.data.ops.parallel_map", "stratagem.models.keras_internals")}
+                   ("stratagem.data.ops.parallel_map", "stratagem.models.keras_internals"),
+                   ("stratagem.data._structure", "stratagem.models.keras_internals")}
 
 
 def _layer(module: str) -> int:

@@ -101,3 +101,14 @@ def test_local_ps_cluster_tasks_get_the_environment_stratagem_run_ps_gives(recor
     _assert_same_contract([by_task[k] for k in sorted(by_task)], [stand_ins[k] for k in sorted(by_task)])
     # The job's 4 tasks share this host's cores, as `-n 4` replicas would.
     assert {env["OMP_NUM_THREADS"] for env in launched} == {str(supervisor.threads_per_process(4))}
+
+
+def test_warm_server_asks_nvml_whether_cuda_is_there_so_its_forks_can_use_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Keras's import asks torch.cuda.is_available(); through CUDA's runtime that leaves every later fork of the server
+    # unable to use CUDA ("Cannot re-initialize CUDA in forked subprocess": tests/dist/test_cuda.py on a GPU machine).
+    import importlib
+
+    assert warm_processes.PRELOAD[0] == "stratagem.testing._cuda_via_nvml"
+    monkeypatch.setenv("PYTORCH_NVML_BASED_CUDA_CHECK", "0")
+    importlib.reload(importlib.import_module("stratagem.testing._cuda_via_nvml"))
+    assert os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] == "1"
