@@ -35,7 +35,7 @@ import torch
 
 from stratagem._nest import map_structure
 from stratagem._process import keep_freed_memory
-from stratagem.data._structure import stack, take_rows
+from stratagem.data._structure import gather_rows, stack, take_rows
 from stratagem.data.dataset import Dataset
 from stratagem.data.iterator import DatasetIterator, IterContext
 from stratagem.data.ops._cache_columns import FILL_ROWS, OrderedFill, copy_rows, empty_columns, is_permutation
@@ -258,8 +258,7 @@ class _MemoryStore:
         rows = np.asarray(indices, dtype=np.int64)
         if self._slots is not None:
             rows = self._slots[rows]
-        return map_structure(lambda leaf: leaf[torch.from_numpy(rows)] if isinstance(leaf, torch.Tensor) else leaf[rows],
-                             self._columns)
+        return gather_rows(self._columns, rows)
 
     def expect_order(self, parent: Dataset, ctx: IterContext, order: np.ndarray) -> None:
         """Plans the fill along ``order`` (the positions a reader will fetch) if it covers every element once."""

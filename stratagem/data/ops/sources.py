@@ -10,7 +10,7 @@ import torch
 
 from stratagem._nest import map_structure
 from stratagem.data._python_values import python_to_array
-from stratagem.data._structure import leaves, take_rows
+from stratagem.data._structure import gather_rows, leaves, take_rows
 from stratagem.data.dataset import Dataset
 from stratagem.data.iterator import IterContext
 
@@ -46,8 +46,7 @@ class TensorSliceDataset(Dataset):
 
     def _get_many(self, indices: Sequence[int], ctx: IterContext) -> Any:
         rows = np.asarray(indices, dtype=np.int64)
-        return map_structure(lambda leaf: leaf[torch.from_numpy(rows)] if isinstance(leaf, torch.Tensor) else leaf[rows],
-                             self._tensors)
+        return gather_rows(self._tensors, rows)
 
     def _rows_independent(self, ctx: IterContext) -> bool:
         return True

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from stratagem.data import Dataset
+from stratagem.data._structure import gather_rows
 from stratagem.testing.data import assert_checkpoint_roundtrip
 from tests.unit.data._helpers import as_python, python_values
 
@@ -61,6 +62,31 @@ def test_tensor_slices_batch_gathers_rows_with_one_index() -> None:
 
 
 # ---- from_tensors ---------------------------------------------------------------------
+_IMAGES = np.random.default_rng(0).integers(0, 256, size=(50, 28, 28), dtype=np.uint8)
+_READ_ONLY = _IMAGES.copy()
+_READ_ONLY.flags.writeable = False
+
+
+@pytest.mark.parametrize("leaf", [
+    _IMAGES, _IMAGES.astype(np.float64), _IMAGES.astype(np.uint16), _IMAGES[::-1], _READ_ONLY,
+    np.arange(50, dtype=np.int64), np.arange(100, dtype=np.float32).reshape(50, 2),
+    torch.from_numpy(_IMAGES.astype(np.float32)), torch.arange(50),
+], ids=["uint8", "float64", "uint16", "negative_strides", "read_only", "int64_rows", "small_rows", "tensor",
+        "tensor_1d"])
+def test_gather_rows_gives_fancy_indexings_values_and_types(leaf: Any) -> None:
+    rows = np.array([7, 0, 49, 7, 3], dtype=np.int64)
+    expected = leaf[torch.from_numpy(rows)] if isinstance(leaf, torch.Tensor) else leaf[rows]
+    (got,) = gather_rows((leaf,), rows)
+    assert type(got) is type(expected) and got.dtype == expected.dtype and got.shape == expected.shape
+    assert bool((got == expected).all())
+    assert got.flags.writeable if isinstance(got, np.ndarray) else got.is_contiguous()
+
+
+def test_gather_rows_out_of_range_raises_index_error() -> None:
+    with pytest.raises(IndexError):
+        gather_rows(_IMAGES, np.array([50], dtype=np.int64))
+
+
 def test_from_tensors_yields_one_whole_element() -> None:
     ds = Dataset.from_tensors(([1, 2, 3], {"k": np.float32(2.0)}))
     assert python_values(ds) == [((1, 2, 3), {"k": 2.0})]
