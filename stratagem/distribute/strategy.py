@@ -92,8 +92,9 @@ class Strategy(abc.ABC):
         """Calls ``fn(*args, **kwargs)`` once, for this process's replica.
 
         ``PerReplica`` arguments are unwrapped to this replica's value. ``fn`` runs in this strategy's replica
-        context: ``get_strategy()`` returns it, and a Keras optimizer's ``apply_gradients`` sums gradients across
-        replicas, as in TF.
+        context: ``get_strategy()`` returns it, a Keras optimizer's ``apply_gradients`` sums gradients across
+        replicas, as in TF, and Keras makes its tensors (an optimizer's slots built at its first step) on the
+        replica's device.
         """
         if isinstance(self, NeedsCoordinator):
             self.check_can_run()  # steps run where a coordinator schedules them (ParameterServer)
@@ -101,7 +102,8 @@ class Strategy(abc.ABC):
         kwargs = {k: (v.value if isinstance(v, PerReplica) else v) for k, v in (kwargs or {}).items()}
         # A collective failing inside fn (DDP's gradient all-reduce, a reduce) names this call, the rank and host.
         with collectives.call_errors("strategy.run"), \
-                collectives.collective_errors("a collective in fn", timeout_s=None), context.replica_context(self):
+                collectives.collective_errors("a collective in fn", timeout_s=None), context.replica_context(self), \
+                _keras_device(self._device):
             return fn(*args, **kwargs)
 
     def reduce(self, reduce_op: ReduceOp | str, value: Any, axis: int | None = None) -> Any:

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import stratagem
+import keras  # after stratagem (it sets KERAS_BACKEND), before any test: its import sets variables
 from stratagem.distribute import CommunicationOptions, MirroredStrategy, OneDeviceStrategy, ReduceOp, get_strategy, has_strategy
 from stratagem.distribute.one_device import parse_device
 from stratagem.distribute.strategy import read_summed
@@ -122,3 +123,13 @@ def test_read_summed_result_that_is_a_state_keeps_the_summed_value() -> None:
     result = read_summed(_TwoEqualReplicas(), [total, count], lambda: {"total": total, "count": count[1]})  # type: ignore[arg-type]
     assert float(result["total"]) == 6.0 and float(result["count"]) == 4.0
     assert float(total) == 3.0 and count.tolist() == [1.0, 2.0]
+
+
+def test_run_makes_keras_tensors_on_the_replicas_device_not_kerass_default() -> None:
+    # Keras's default device is the GPU wherever there is one ("meta" stands in for it here): an optimizer's slots,
+    # built at its first apply_gradients inside run, were made there while a CPU strategy's variables were not.
+    strategy = OneDeviceStrategy("cpu")
+    with keras.device("meta"):
+        inside_run = strategy.run(lambda: keras.ops.ones(2).device)
+        outside = keras.ops.ones(2).device
+    assert (inside_run.type, outside.type) == ("cpu", "meta")
