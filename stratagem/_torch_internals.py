@@ -1,10 +1,10 @@
 """The one module that touches torch's private names and layouts; written for torch 2.13 (``WRITTEN_FOR``).
 
 A torch upgrade is checked here (``tests/unit/package/test_torch_internals.py`` checks the version and each name).
-Sections: multi-tensor kernels (optimizer rules, accumulation, loss scaling); the optimizer methods' deferred
-``torch._dynamo`` import (applied when this module is imported); ``nn.Module``'s buffer registry (Keras models as
-modules); ``torch.export``'s program and archive (``Model.save``/``load_model``); DCP's metadata (sharded
-checkpoints); the elastic rendezvous's state pickle (``--nnodes MIN:MAX``). CPython's privates are in
+Sections: multi-tensor kernels (optimizer rules, accumulation, loss scaling); the deferred ``torch._dynamo`` import
+of the optimizer methods (seeded when this module is imported) and built-in steps; ``nn.Module``'s buffer registry
+(Keras models as modules); ``torch.export``'s program and archive (``Model.save``/``load_model``); DCP's metadata
+(sharded checkpoints); the elastic rendezvous's state pickle (``--nnodes MIN:MAX``). CPython's privates are in
 ``_python_internals.py``.
 """
 
@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.optim.optimizer import _use_grad_for_differentiable
 
 WRITTEN_FOR = "2.13"  # torch's release (major.minor); pyproject.toml allows exactly this one
 
@@ -52,7 +53,7 @@ def unscale_and_check_finite_(grads: list[torch.Tensor], found_inf: torch.Tensor
 # disable changes nothing: the cache is seeded with the undecorated function itself, and the seeds are dropped the
 # moment torch._dynamo's import begins (an import-system finder that finds nothing), so from then on torch's own
 # path runs as if they had never been there. A process whose optimizers step without torch.optim's built-in `step`
-# (stratagem's Keras rules) and that wraps no DDP then never imports torch._dynamo.
+# (stratagem's Keras rules; Adam's through `builtin_step` below) and wraps no DDP then never imports torch._dynamo.
 # ---------------------------------------------------------------------------------------------------------------
 
 DYNAMO_DISABLED_OPTIMIZER_METHODS = ("add_param_group", "zero_grad", "state_dict", "load_state_dict")
@@ -88,6 +89,24 @@ class _DynamoImportWatch(importlib.abc.MetaPathFinder):
 
 
 defer_dynamo_import()  # NOTE: at import, so that every optimizer built after any torch-using stratagem module has it
+
+# torch.optim's built-in steps (SGD's, Adam's ...) are wrapped by `_use_grad_for_differentiable`, which imports
+# torch._dynamo on every call for two `torch._dynamo.graph_break()`s around the update: no-ops unless dynamo traces.
+_USE_GRAD_CODE = _use_grad_for_differentiable(lambda *args: None).__code__
+
+
+def builtin_step(optimizer: torch.optim.Optimizer, step: Callable[..., Any]) -> Any:
+    """``step(optimizer)``, a torch.optim class's built-in step, without importing torch._dynamo if it was not."""
+    if "torch._dynamo" in sys.modules or getattr(step, "__code__", None) is not _USE_GRAD_CODE:
+        return step(optimizer)
+    # The wrapper's work less its graph breaks: the update runs with autograd on only if `differentiable` asks.
+    previous = torch.is_grad_enabled()
+    try:
+        torch.set_grad_enabled(optimizer.defaults["differentiable"])
+        return step.__wrapped__(optimizer)  # type: ignore[attr-defined]
+    finally:
+        torch.set_grad_enabled(previous)
+
 
 # ---------------------------------------------------------------------------------------------------------------
 # nn.Module's buffer registry. torch moves a buffer by putting a new tensor in `module._buffers` (parameters are

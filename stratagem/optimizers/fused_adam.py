@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from typing_extensions import override
 
+from stratagem._torch_internals import builtin_step
 from stratagem.optimizers.rules import advance, clip_gradients, run_closure
 from stratagem.optimizers.schedules import LearningRateSchedule
 
@@ -45,7 +46,7 @@ class KerasAdam(torch.optim.AdamW):
             if not group["iterations"]:
                 self._resume_count(group)
             group["eps"] = group["epsilon"] / math.sqrt(1.0 - group["betas"][1] ** (group["iterations"] + 1))
-        super().step()
+        builtin_step(self, torch.optim.AdamW.step)  # super().step(), importing no torch._dynamo
         advance(self, self.schedule)
         return loss
 

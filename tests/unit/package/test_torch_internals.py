@@ -41,18 +41,32 @@ def test_deferred_dynamo_import_seeds_exactly_the_methods_torch_disable_dynamo_w
         internals.DYNAMO_DISABLED_OPTIMIZER_METHODS)
 
 
-# A fresh interpreter (torch._dynamo not imported yet): Model.fit through a stratagem rule, then torch.compile of a
-# function that calls the optimizer's disabled methods, run twice: while the seeds are dropped (torch._dynamo's
-# import) and again with torch's own disable in the cache; dynamo must see the same frames and graph breaks.
+# A fresh interpreter (torch._dynamo not imported yet): Model.fit with SGD and with Adam, and two Adam steps (again
+# once torch._dynamo is imported: the same weights); then torch.compile of a function that calls the optimizer's
+# disabled methods, run twice: while the seeds are dropped (torch._dynamo's import) and again with torch's own disable
+# in the cache; dynamo must see the same frames and graph breaks.
 _FIT_THEN_COMPILE = textwrap.dedent("""
     import json, sys, torch, stratagem
     from torch import nn
+    from stratagem.optimizers.fused_adam import KerasAdam
 
-    model = stratagem.Model(nn.Linear(4, 2))
-    model.compile(optimizer="sgd", loss="mse")
-    model.fit(torch.zeros(8, 4), torch.zeros(8, 2), batch_size=4, epochs=1, verbose=0)
-    optimizer = model.optimizer.torch_optimizer
-    optimizer.load_state_dict(optimizer.state_dict())
+    for name in ("sgd", "adam"):  # a Keras rule's own step; torch's fused AdamW step through builtin_step
+        model = stratagem.Model(nn.Linear(4, 2))
+        model.compile(optimizer=name, loss="mse")
+        model.fit(torch.zeros(8, 4), torch.zeros(8, 2), batch_size=4, epochs=1, verbose=0)
+        optimizer = model.optimizer.torch_optimizer
+        optimizer.load_state_dict(optimizer.state_dict())
+
+    def adam_steps():  # fused and per-tensor kernels: the latter refuses in-place updates of a leaf with autograd on
+        weights = [nn.Parameter(torch.arange(4.0)) for fused in (True, False)]
+        adams = [KerasAdam([weight], lr=0.1, fused=fused) for weight, fused in zip(weights, (True, False))]
+        for grad in (1.0, -2.0):
+            for weight, adam in zip(weights, adams):
+                weight.grad = torch.full((4,), grad)
+                adam.step()
+        return [weight.tolist() for weight in weights]
+
+    adam_without_dynamo = adam_steps()
     imported_by_fit = "torch._dynamo" in sys.modules
 
     weight = nn.Parameter(torch.ones(3))
@@ -76,9 +90,10 @@ _FIT_THEN_COMPILE = textwrap.dedent("""
                      "reasons": [str(r.reason).split(chr(10))[0] for r in explained.break_reasons],
                      "grad_cleared": weight.grad is None,
                      "out": torch.compile(step, backend="eager")(torch.ones(3)).tolist()})
+    adam_same = adam_steps() == adam_without_dynamo  # torch's own step wrapper now, graph breaks and all
     caches = [getattr(getattr(torch.optim.Optimizer, name).__wrapped__, "__dynamo_disable", None)
               for name in ("zero_grad", "state_dict")]
-    print(json.dumps({"imported_by_fit": imported_by_fit, "runs": runs,
+    print(json.dumps({"imported_by_fit": imported_by_fit, "runs": runs, "adam_same": adam_same,
                       "torch_disables": [getattr(c, "_torchdynamo_disable", False) for c in caches]}))
 """)
 
@@ -87,8 +102,10 @@ def test_fit_imports_no_dynamo_and_compile_still_disables_the_optimizer_methods(
     result = subprocess.run([sys.executable, "-c", _FIT_THEN_COMPILE], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.splitlines()[-1])
-    # Without the seeds the optimizer's constructor (add_param_group) imports torch._dynamo: ~1.3 s of CPU.
+    # Without the seeds the optimizer's constructor (add_param_group) imports torch._dynamo (~1.3 s of CPU), without
+    # builtin_step Adam's step does.
     assert report["imported_by_fit"] is False
+    assert report["adam_same"] is True
     first, second = report["runs"]
     assert first == second  # no frame of the seeds traced, the same graph break where torch disables
     assert first["breaks"] == 1 and first["grad_cleared"] and first["out"] == [2.5, 2.5, 2.5], first
