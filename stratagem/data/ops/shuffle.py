@@ -69,7 +69,10 @@ class PermutationShuffleDataset(_ShuffleBase, IndexMapDataset):
         return self._parents[0]._length()
 
     def _parent_indices(self, indices: Sequence[int], ctx: IterContext) -> Sequence[int]:
-        return self._permutation(ctx)[np.asarray(indices, dtype=np.int64)].tolist()  # type: ignore[no-any-return]
+        permutation = self._permutation(ctx)
+        if isinstance(indices, range) and indices.step == 1 and 0 <= indices.start <= indices.stop <= len(permutation):
+            return permutation[indices.start:indices.stop].tolist()  # type: ignore[no-any-return]  # a batch's rows
+        return permutation[np.asarray(indices, dtype=np.int64)].tolist()  # type: ignore[no-any-return]
 
     def _expect_order(self, order: np.ndarray, ctx: IterContext) -> None:
         self._parents[0]._expect_order(self._permutation(ctx)[order], ctx)

@@ -96,6 +96,14 @@ def test_permutation_shuffle_of_structured_elements_keeps_pairs_together() -> No
     assert sorted(a for a, _ in pairs) == list(range(6))
 
 
+def test_permutation_shuffle_batches_hold_its_elements_in_order() -> None:
+    shuffled = Dataset.range(20).shuffle(20, seed=3)
+    elements = [int(x) for x in shuffled]
+    batches = [[int(x) for x in batch] for batch in shuffled.batch(3)]  # a batch fetches a range of positions
+    assert [x for batch in batches for x in batch] == elements and elements != list(range(20))
+    assert [len(batch) for batch in batches] == [3] * 6 + [2]
+
+
 def test_shuffle_then_batch_round_trips() -> None:
     assert_checkpoint_roundtrip(Dataset.range(10).shuffle(10, seed=1).batch(3))
     assert_checkpoint_roundtrip(_gen(10).shuffle(3, seed=1).batch(3))
