@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import numpy as np
+import pytest
 import torch
 
 import stratagem.tf as tf
@@ -161,6 +162,30 @@ def test_the_planned_fill_calls_the_map_once_per_growing_chunk() -> None:
 
 def _counted_chain(x: np.ndarray, y: np.ndarray, fn: _Calls) -> Dataset:
     return Dataset.from_tensor_slices((x, y)).map(fn, num_parallel_calls=AUTOTUNE).cache().shuffle(1000, seed=4).batch(64)
+
+
+def test_column_pages_are_populated_before_the_writes_after_a_fork(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import threading
+
+    from stratagem.data import _column_memory
+
+    if _column_memory._LIBC is None:
+        return  # no madvise here: nothing is populated either way
+    calls: list[threading.Thread] = []
+    monkeypatch.setattr(_column_memory, "_populate", lambda owner, start, stop: calls.append(threading.current_thread()))
+    touched = np.ones(8 << 20, dtype=np.uint8)  # resident: no populating unless a fork came between
+    _column_memory._FORKED.clear()
+    _column_memory._populate_in_background(touched, touched.ctypes.data, touched.nbytes)
+    assert calls == []
+    pid = os.fork()
+    if pid == 0:  # the child leaves at once: only the parent's pages matter here
+        os._exit(0)
+    os.waitpid(pid, 0)
+    _column_memory._populate_in_background(touched, touched.ctypes.data, touched.nbytes)
+    assert calls == [threading.current_thread()]  # in the writing thread, before it writes
+    _column_memory._populate_in_background(touched, touched.ctypes.data, touched.nbytes)
+    assert len(calls) == 1  # once per fork
 
 
 def test_column_pages_are_populated_only_where_they_are_not_resident() -> None:
