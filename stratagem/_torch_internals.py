@@ -2,7 +2,7 @@
 
 A torch upgrade is checked here (``tests/unit/package/test_torch_internals.py`` checks the version and each name).
 Sections: multi-tensor kernels (optimizer rules, accumulation, loss scaling); the deferred ``torch._dynamo`` import
-of the optimizer methods (seeded when this module is imported) and built-in steps; ``nn.Module``'s buffer registry
+of the optimizer methods (a base class for stratagem's optimizers) and built-in steps; ``nn.Module``'s buffer registry
 (Keras models as modules); ``torch.export``'s program and archive (``Model.save``/``load_model``); DCP's metadata
 (sharded checkpoints); the elastic rendezvous's state pickle (``--nnodes MIN:MAX``). CPython's privates are in
 ``_python_internals.py``.
@@ -10,17 +10,16 @@ of the optimizer methods (seeded when this module is imported) and built-in step
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import re
 import sys
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 from torch.optim.optimizer import _use_grad_for_differentiable
+from typing_extensions import override
 
 WRITTEN_FOR = "2.13"  # torch's release (major.minor); pyproject.toml allows exactly this one
 
@@ -47,17 +46,16 @@ def unscale_and_check_finite_(grads: list[torch.Tensor], found_inf: torch.Tensor
 # ---------------------------------------------------------------------------------------------------------------
 # The optimizer methods' torch._dynamo import. torch.optim.Optimizer's add_param_group (every constructor runs it),
 # zero_grad, state_dict and load_state_dict are wrapped by `torch._disable_dynamo` (torch/_compile.py): the wrapper's
-# first call imports torch._dynamo (~1.3 s of CPU) to build `torch._dynamo.disable(method)`, cached on the undecorated
-# function as `__dynamo_disable`, and calls that. Until torch._dynamo is imported nothing can be tracing and no frame
-# callback can be set (only torch._dynamo sets one, and torch.compile and torch.export import it first), so that
-# disable changes nothing: the cache is seeded with the undecorated function itself, and the seeds are dropped the
-# moment torch._dynamo's import begins (an import-system finder that finds nothing), so from then on torch's own
-# path runs as if they had never been there. A process whose optimizers step without torch.optim's built-in `step`
-# (stratagem's Keras rules; Adam's through `builtin_step` below) and wraps no DDP then never imports torch._dynamo.
+# first call imports torch._dynamo (~1.3 s of CPU) to build `torch._dynamo.disable(method)` and calls that. Until
+# torch._dynamo is imported nothing can be tracing and no frame callback can be set (only torch._dynamo sets one, and
+# torch.compile and torch.export import it first), so that disable changes nothing. `DeferredDynamoOptimizer`, the
+# base of stratagem's own optimizer classes, overrides the four methods: they call torch's undecorated function
+# (`__wrapped__`) while torch._dynamo is not in sys.modules, and torch's wrapper (`super()`) from then on. No torch
+# object is changed. A process whose optimizers are stratagem's (Keras rules; Adam's step through `builtin_step`
+# below) and that wraps no DDP then never imports torch._dynamo.
 # ---------------------------------------------------------------------------------------------------------------
 
 DYNAMO_DISABLED_OPTIMIZER_METHODS = ("add_param_group", "zero_grad", "state_dict", "load_state_dict")
-_DYNAMO_DISABLE_CACHE = "__dynamo_disable"  # where torch._disable_dynamo's wrapper caches its disable
 
 
 def undecorated_optimizer_methods() -> list[Callable[..., Any]]:
@@ -65,30 +63,40 @@ def undecorated_optimizer_methods() -> list[Callable[..., Any]]:
     return [getattr(torch.optim.Optimizer, name).__wrapped__ for name in DYNAMO_DISABLED_OPTIMIZER_METHODS]
 
 
-def defer_dynamo_import() -> None:
-    """Seeds the methods' disable caches until torch._dynamo is imported (nothing if it already was)."""
-    if "torch._dynamo" in sys.modules or any(isinstance(f, _DynamoImportWatch) for f in sys.meta_path):
-        return
-    for function in undecorated_optimizer_methods():
-        if getattr(function, _DYNAMO_DISABLE_CACHE, None) is None:
-            setattr(function, _DYNAMO_DISABLE_CACHE, function)
-    sys.meta_path.insert(0, _DynamoImportWatch())  # first: it must see the import before a finder serves it
+_ADD_PARAM_GROUP, _ZERO_GRAD, _STATE_DICT, _LOAD_STATE_DICT = undecorated_optimizer_methods()
 
 
-class _DynamoImportWatch(importlib.abc.MetaPathFinder):
-    """Drops the seeds when torch._dynamo's import begins; finds no module itself."""
+class DeferredDynamoOptimizer(torch.optim.Optimizer):
+    """A ``torch.optim.Optimizer`` whose dynamo-disabled methods import no torch._dynamo until something else has.
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None,
-                  target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname == "torch._dynamo":
-            # NOTE: the finder stays on sys.meta_path: the import system is iterating that list right now.
-            for function in undecorated_optimizer_methods():
-                if getattr(function, _DYNAMO_DISABLE_CACHE, None) is function:
-                    delattr(function, _DYNAMO_DISABLE_CACHE)
-        return None
+    A base for stratagem's optimizer classes (put it before a torch.optim class that overrides none of the four).
+    """
 
+    @override
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        # NOTE: torch.optim.Optimizer.__init__ calls self.add_param_group, so the constructor reaches this one.
+        if "torch._dynamo" in sys.modules:
+            return super().add_param_group(param_group)
+        return _ADD_PARAM_GROUP(self, param_group)
 
-defer_dynamo_import()  # NOTE: at import, so that every optimizer built after any torch-using stratagem module has it
+    @override
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        if "torch._dynamo" in sys.modules:
+            return super().zero_grad(set_to_none)
+        return _ZERO_GRAD(self, set_to_none)
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        if "torch._dynamo" in sys.modules:
+            return super().state_dict()
+        return _STATE_DICT(self)
+
+    @override
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if "torch._dynamo" in sys.modules:
+            return super().load_state_dict(state_dict)
+        return _LOAD_STATE_DICT(self, state_dict)
+
 
 # torch.optim's built-in steps (SGD's, Adam's ...) are wrapped by `_use_grad_for_differentiable`, which imports
 # torch._dynamo on every call for two `torch._dynamo.graph_break()`s around the update: no-ops unless dynamo traces.

@@ -14,14 +14,14 @@ from typing import Any
 import torch
 from typing_extensions import override
 
-from stratagem._torch_internals import builtin_step
+from stratagem._torch_internals import DeferredDynamoOptimizer, builtin_step
 from stratagem.optimizers.rules import advance, clip_gradients, run_closure
 from stratagem.optimizers.schedules import LearningRateSchedule
 
 __all__ = ["KerasAdam"]
 
 
-class KerasAdam(torch.optim.AdamW):
+class KerasAdam(DeferredDynamoOptimizer, torch.optim.AdamW):
     """``keras.optimizers.Adam`` / ``AdamW`` (with ``amsgrad``) as a torch optimizer."""
 
     def __init__(self, params: Any, lr: float = 0.001, betas: tuple[float, float] = (0.9, 0.999), epsilon: float = 1e-7,

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from typing_extensions import override
 
-from stratagem._torch_internals import foreach
+from stratagem._torch_internals import DeferredDynamoOptimizer, foreach
 from stratagem.optimizers.schedules import LearningRateSchedule
 
 __all__ = ["KerasSGD", "KerasRMSprop", "KerasAdagrad", "KerasAdadelta", "KerasAdamax", "KerasNadam", "KerasLion"]
@@ -58,7 +58,7 @@ def advance(optimizer: torch.optim.Optimizer, schedule: LearningRateSchedule | N
             group["lr"] = float(schedule(group["iterations"]))
 
 
-class KerasRule(torch.optim.Optimizer):
+class KerasRule(DeferredDynamoOptimizer):
     """Base of the rules: clipping, weight decay and step counting; a subclass writes ``_update``."""
 
     def __init__(self, params: Any, defaults: dict[str, Any], *, weight_decay: float = 0.0,

@@ -22,6 +22,8 @@ import torch
 from torch import nn
 
 from stratagem import _torch_internals as internals
+from stratagem.optimizers.fused_adam import KerasAdam
+from stratagem.optimizers.rules import KerasRule
 
 
 def test_installed_torch_is_the_release_the_adapter_was_written_for() -> None:
@@ -31,7 +33,7 @@ def test_installed_torch_is_the_release_the_adapter_was_written_for() -> None:
         f"{internals.WRITTEN_FOR}: check every section there, then update WRITTEN_FOR and pyproject.toml")
 
 
-def test_deferred_dynamo_import_seeds_exactly_the_methods_torch_disable_dynamo_wraps() -> None:
+def test_deferred_dynamo_optimizer_overrides_exactly_the_methods_torch_disable_dynamo_wraps() -> None:
     # A torch upgrade that wraps another Optimizer method (or none of these) fails here.
     wrapper_code = torch._disable_dynamo(lambda: None).__code__
     wrapped = {name for name, value in vars(torch.optim.Optimizer).items()
@@ -39,16 +41,32 @@ def test_deferred_dynamo_import_seeds_exactly_the_methods_torch_disable_dynamo_w
     assert wrapped == set(internals.DYNAMO_DISABLED_OPTIMIZER_METHODS)
     assert [f.__name__ for f in internals.undecorated_optimizer_methods()] == list(
         internals.DYNAMO_DISABLED_OPTIMIZER_METHODS)
+    overridden = {name for name, value in vars(internals.DeferredDynamoOptimizer).items() if callable(value)}
+    assert overridden == wrapped
+    # Every stratagem class built on it reaches torch.optim.Optimizer's own methods next (the undecorated function
+    # called while torch._dynamo is not imported is that class's): a torch.optim class overriding one fails here.
+    for cls in (KerasRule, KerasAdam):
+        mro = cls.__mro__[cls.__mro__.index(internals.DeferredDynamoOptimizer) + 1:]
+        for name in wrapped:
+            assert next(c for c in mro if name in vars(c)) is torch.optim.Optimizer, (cls, name)
 
 
-# A fresh interpreter (torch._dynamo not imported yet): Model.fit with SGD and with Adam, and two Adam steps (again
-# once torch._dynamo is imported: the same weights); then torch.compile of a function that calls the optimizer's
-# disabled methods, run twice: while the seeds are dropped (torch._dynamo's import) and again with torch's own disable
-# in the cache; dynamo must see the same frames and graph breaks.
+# A fresh interpreter (torch._dynamo not imported yet). Importing stratagem changes no torch object; Model.fit with
+# SGD and with Adam, and two Adam steps (again once torch._dynamo is imported: the same weights), import no
+# torch._dynamo; then torch.compile of a function that calls zero_grad and state_dict, with torch's SGD and with
+# stratagem's: the same graph breaks and results (stratagem's overrides add traced frames of their own).
 _FIT_THEN_COMPILE = textwrap.dedent("""
-    import json, sys, torch, stratagem
+    import json, sys, torch
+    finders_before = list(sys.meta_path)
+    import stratagem, stratagem.optimizers
     from torch import nn
     from stratagem.optimizers.fused_adam import KerasAdam
+    from stratagem.optimizers.rules import KerasSGD
+
+    undecorated = [getattr(torch.optim.Optimizer, name).__wrapped__
+                   for name in ("add_param_group", "zero_grad", "state_dict", "load_state_dict")]
+    untouched = {"caches": [sorted(k for k in vars(f) if "dynamo" in k) for f in undecorated],
+                 "finders": [type(f).__module__ for f in sys.meta_path if f not in finders_before]}
 
     for name in ("sgd", "adam"):  # a Keras rule's own step; torch's fused AdamW step through builtin_step
         model = stratagem.Model(nn.Linear(4, 2))
@@ -68,32 +86,33 @@ _FIT_THEN_COMPILE = textwrap.dedent("""
 
     adam_without_dynamo = adam_steps()
     imported_by_fit = "torch._dynamo" in sys.modules
-
-    weight = nn.Parameter(torch.ones(3))
-    sgd = torch.optim.SGD([weight], lr=0.5)
-
-    def step(x):
-        y = x * 2
-        sgd.zero_grad()
-        return y + sgd.state_dict()["param_groups"][0]["lr"]
+    untouched["caches_after_fit"] = [sorted(k for k in vars(f) if "dynamo" in k) for f in undecorated]
 
     import torch._dynamo
     from torch._dynamo.utils import counters
 
-    runs = []
-    for _ in range(2):
+    runs = {}
+    for label, optimizer_class in (("stratagem", KerasSGD), ("torch", torch.optim.SGD)):
+        weight = nn.Parameter(torch.ones(3))
+        sgd = optimizer_class([weight], lr=0.5)
+
+        def step(x):
+            y = x * 2
+            sgd.zero_grad()
+            return y + sgd.state_dict()["param_groups"][0]["lr"]
+
         torch._dynamo.reset()
         counters.clear()
         weight.grad = torch.ones(3)
         explained = torch._dynamo.explain(step)(torch.ones(3))
-        runs.append({"frames": counters["frames"]["total"], "breaks": explained.graph_break_count,
-                     "reasons": [str(r.reason).split(chr(10))[0] for r in explained.break_reasons],
-                     "grad_cleared": weight.grad is None,
-                     "out": torch.compile(step, backend="eager")(torch.ones(3)).tolist()})
+        runs[label] = {"frames": counters["frames"]["total"], "breaks": explained.graph_break_count,
+                       "reasons": [str(r.reason).split(chr(10))[0] for r in explained.break_reasons],
+                       "grad_cleared": weight.grad is None,
+                       "out": torch.compile(step, backend="eager")(torch.ones(3)).tolist()}
     adam_same = adam_steps() == adam_without_dynamo  # torch's own step wrapper now, graph breaks and all
-    caches = [getattr(getattr(torch.optim.Optimizer, name).__wrapped__, "__dynamo_disable", None)
-              for name in ("zero_grad", "state_dict")]
-    print(json.dumps({"imported_by_fit": imported_by_fit, "runs": runs, "adam_same": adam_same,
+    caches = [getattr(f, "__dynamo_disable", None) for f in undecorated[1:3]]
+    print(json.dumps({"imported_by_fit": imported_by_fit, "untouched": untouched, "runs": runs,
+                      "adam_same": adam_same,
                       "torch_disables": [getattr(c, "_torchdynamo_disable", False) for c in caches]}))
 """)
 
@@ -102,13 +121,18 @@ def test_fit_imports_no_dynamo_and_compile_still_disables_the_optimizer_methods(
     result = subprocess.run([sys.executable, "-c", _FIT_THEN_COMPILE], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.splitlines()[-1])
-    # Without the seeds the optimizer's constructor (add_param_group) imports torch._dynamo (~1.3 s of CPU), without
-    # builtin_step Adam's step does.
+    # No torch object changed by importing stratagem or fitting: no disable cached on torch's functions, no finder.
+    assert report["untouched"] == {"caches": [[]] * 4, "finders": [], "caches_after_fit": [[]] * 4}, report
+    # Without DeferredDynamoOptimizer the optimizer's constructor (add_param_group) imports torch._dynamo (~1.3 s of
+    # CPU), without builtin_step Adam's step does.
     assert report["imported_by_fit"] is False
     assert report["adam_same"] is True
-    first, second = report["runs"]
-    assert first == second  # no frame of the seeds traced, the same graph break where torch disables
-    assert first["breaks"] == 1 and first["grad_cleared"] and first["out"] == [2.5, 2.5, 2.5], first
+    ours, torchs = report["runs"]["stratagem"], report["runs"]["torch"]
+    # The same graph break where torch disables, the same results; the frame count may differ (our override's frame
+    # is traced before it calls torch's disabled method).
+    assert {k: ours[k] for k in ("breaks", "grad_cleared", "out")} == {
+        k: torchs[k] for k in ("breaks", "grad_cleared", "out")}, report["runs"]
+    assert torchs["breaks"] == 1 and torchs["grad_cleared"] and torchs["out"] == [2.5, 2.5, 2.5], torchs
     assert report["torch_disables"] == [True, True]  # torch's own disable cached once torch._dynamo was imported
 
 
