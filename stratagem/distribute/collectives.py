@@ -165,7 +165,14 @@ def any_rank(flags: Sequence[bool], *, key: str, timeout_s: float) -> list[bool]
         if store.add(f"{key}/arrived", 1) == world_size:
             store.set(f"{key}/done", "1")
         store.wait([f"{key}/done"], datetime.timedelta(seconds=timeout_s))
-        return [store.add(f"{key}/{index}", 0) > 0 for index in range(len(flags))]
+        agreed = [store.add(f"{key}/{index}", 0) > 0 for index in range(len(flags))]
+        # Rank 0 serves the store: it returns only when every rank has read, so that it may then end (a fit that
+        # raises on every replica after agreeing) without cutting off a rank still reading.
+        if store.add(f"{key}/read", 1) == world_size:
+            store.set(f"{key}/all_read", "1")
+        if rank == 0:
+            store.wait([f"{key}/all_read"], datetime.timedelta(seconds=timeout_s))
+        return agreed
     except (RuntimeError, dist.DistError) as err:
         absent = _store_answer(lambda: [r for r in range(world_size) if not store.check([f"{key}/rank/{r}"])])
         absent = [0] if absent is None else absent  # the store does not answer: rank 0, which serves it, does not
