@@ -26,7 +26,7 @@ from stratagem.data.example_proto import (
     BytesList, Example, Feature, FeatureList, FeatureLists, Features, FloatList, Int64List, SequenceExample,
 )
 from stratagem.distribute import context
-from stratagem.distribute.capabilities import SchedulesSteps
+from stratagem.distribute.capabilities import SchedulesSteps, has
 from stratagem.errors import CheckpointError
 
 __all__ = ["BytesList", "Checkpoint", "CheckpointLoadStatus", "CheckpointManager", "Example", "Feature", "FeatureList",
@@ -366,7 +366,7 @@ def _data_file(path: str) -> str:
 def _on_chief(write: Callable[[], None], *, what: str) -> None:
     """Runs ``write`` on the chief only; under several synchronous replicas every replica waits for it."""
     strategy = context.distributed_strategy() or context.get_strategy()
-    syncing = strategy.num_replicas_in_sync > 1 and not isinstance(strategy, SchedulesSteps)
+    syncing = strategy.num_replicas_in_sync > 1 and not has(strategy, SchedulesSteps)
     error: BaseException | None = None
     if strategy.is_chief:
         # NOTE: the replicas hold the same values, so one copy is the checkpoint; two writers would race.

@@ -16,7 +16,7 @@ from typing import Any
 from typing_extensions import override
 
 from stratagem.callbacks.callback import Callback
-from stratagem.distribute.capabilities import ShardsVariables
+from stratagem.distribute.capabilities import ShardsVariables, has
 
 
 class TensorBoard(Callback):
@@ -133,7 +133,7 @@ class TensorBoard(Callback):
     def _weights(self) -> dict[str, Any]:
         """The module's whole weights: under a strategy that shards them, gathered on every replica."""
         strategy = self.model.distribute_strategy
-        if isinstance(strategy, ShardsVariables):
+        if has(strategy, ShardsVariables):
             return strategy.full_state_dict(self.model.module)
         return self.model.module.state_dict()
 

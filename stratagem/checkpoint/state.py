@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from stratagem.checkpoint.io import load_state, save_state
-from stratagem.distribute.capabilities import HoldsRemoteState, ShardsVariables
+from stratagem.distribute.capabilities import HoldsRemoteState, ShardsVariables, has
 from stratagem.errors import CheckpointError
 
 if TYPE_CHECKING:  # the model and callback modules import this one
@@ -131,7 +131,7 @@ def capture(model: Model, fit_state: FitState, callbacks: list[Callback], *, sha
     ``restore`` then needs.
     """
     strategy = model.distribute_strategy
-    sharded = isinstance(strategy, ShardsVariables)
+    sharded = has(strategy, ShardsVariables)
     if sharded:
         if shards_dir is None:
             raise ValueError(f"{type(strategy).__name__} shards the weights, so capturing the training state needs "
@@ -155,7 +155,7 @@ def capture(model: Model, fit_state: FitState, callbacks: list[Callback], *, sha
         "rng_python": json.dumps(random.getstate()),
         "callbacks": json.dumps({_callback_key(i, cb): cb.get_state() for i, cb in enumerate(callbacks)
                                  if hasattr(cb, "get_state")}),
-        "strategy": strategy.capture_remote_state() if isinstance(strategy, HoldsRemoteState) else None,
+        "strategy": strategy.capture_remote_state() if has(strategy, HoldsRemoteState) else None,
     }
 
 
@@ -174,7 +174,7 @@ def restore(model: Model, fit_state: FitState, callbacks: list[Callback], state:
     Sharded weights and optimizer state come from ``shards_dir``, resharded onto this job's replicas.
     """
     strategy = model.distribute_strategy
-    if isinstance(strategy, HoldsRemoteState):
+    if has(strategy, HoldsRemoteState):
         strategy.restore_remote_state(state.get("strategy"))
     if state.get("sharded"):
         if shards_dir is None:

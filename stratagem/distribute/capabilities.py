@@ -1,17 +1,32 @@
 """Optional strategy capabilities: small protocols, implemented only by the strategies that have them.
 
 The ``Strategy`` base keeps the tf.distribute surface and six hooks. What only some strategies do is declared here
-and checked with ``isinstance``, so the training loop asks "can this strategy do X?", never "is this strategy Y?".
-Each protocol's docstring names what it means; ``StrategyOptimizer`` is what ``AppliesUpdates`` strategies return.
+and checked with ``has(strategy, Protocol)``, so the training loop asks "can this strategy do X?", never "is this
+strategy Y?". Each protocol's docstring names what it means; ``StrategyOptimizer`` is what ``AppliesUpdates``
+strategies return.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import torch
+from typing_extensions import TypeIs
+
+_T = TypeVar("_T")
+
+
+# NOTE: typed Callable[..., T], not type[T]: mypy refuses a protocol class where type[T] is expected (type-abstract).
+def has(obj: object, capability: Callable[..., _T]) -> TypeIs[_T]:
+    """Whether ``obj``'s class implements ``capability`` (one of the protocols below): ``isinstance`` by class.
+
+    Some checks run every step. Python 3.11's ``isinstance`` against a runtime-checkable protocol walks the
+    protocol's members on each call (7-12 us measured); ``issubclass`` on the class is answered from ABC's cache
+    (0.15-0.25 us). Methods count where the class defines them, as a strategy does, not attributes set on one object.
+    """
+    return issubclass(type(obj), capability)  # type: ignore[arg-type]  # the callable is a protocol class
 
 
 @runtime_checkable

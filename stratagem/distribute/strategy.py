@@ -17,7 +17,9 @@ from torch import nn
 
 from stratagem._nest import map_structure
 from stratagem.distribute import collectives, context
-from stratagem.distribute.capabilities import AgreesThroughStore, AppliesUpdates, StrategyOptimizer, NeedsCoordinator
+from stratagem.distribute.capabilities import (
+    AgreesThroughStore, AppliesUpdates, NeedsCoordinator, StrategyOptimizer, has,
+)
 from stratagem.distribute.cluster import ClusterResolver
 from stratagem.distribute.input_context import InputContext
 from stratagem.distribute.input_lib import DistributedDataset, InputOptions, check_input_options
@@ -96,7 +98,7 @@ class Strategy(abc.ABC):
         replicas, as in TF, and Keras makes its tensors (an optimizer's slots built at its first step) on the
         replica's device.
         """
-        if isinstance(self, NeedsCoordinator):
+        if has(self, NeedsCoordinator):
             self.check_can_run()  # steps run where a coordinator schedules them (ParameterServer)
         args = tuple(a.value if isinstance(a, PerReplica) else a for a in args)
         kwargs = {k: (v.value if isinstance(v, PerReplica) else v) for k, v in (kwargs or {}).items()}
@@ -190,7 +192,7 @@ class Strategy(abc.ABC):
         """
         if self._num_replicas == 1:
             return list(flags)
-        if isinstance(self, AgreesThroughStore):
+        if has(self, AgreesThroughStore):
             agreed = self.agree_through_store(list(flags))
             if agreed is not None:
                 return agreed
@@ -235,7 +237,7 @@ class Strategy(abc.ABC):
         Example:
             >>> optimizer = strategy.distribute_optimizer(torch.optim.SGD(net.parameters(), lr=0.1))  # doctest: +SKIP
         """
-        if isinstance(self, AppliesUpdates):
+        if has(self, AppliesUpdates):
             return self.wrap_optimizer(optimizer)
         return optimizer
 

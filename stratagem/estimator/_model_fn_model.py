@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from stratagem._nest import batch_size_of
-from stratagem.distribute.capabilities import AppliesUpdates, SchedulesSteps
+from stratagem.distribute.capabilities import AppliesUpdates, SchedulesSteps, has
 from stratagem.errors import ConfigurationError
 from stratagem.estimator.specs import EstimatorSpec, ModeKeys
 from stratagem.models import Model
@@ -49,7 +49,7 @@ class ModelFnModel(Model):
     def compile_for(self, spec: EstimatorSpec) -> None:
         """Binds to the strategy in scope with ``spec.train_op`` (a placeholder SGD outside TRAIN)."""
         strategy = self.distribute_strategy
-        if isinstance(strategy, (AppliesUpdates, SchedulesSteps)):
+        if (has(strategy, AppliesUpdates) or has(strategy, SchedulesSteps)):
             raise ConfigurationError(
                 f"An Estimator built from a model_fn trains under the all-reduce strategies; {type(strategy).__name__} "
                 "applies updates itself. Use MirroredStrategy or MultiWorkerMirroredStrategy, or "

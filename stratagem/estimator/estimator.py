@@ -25,7 +25,7 @@ import torch
 from stratagem.callbacks import Callback
 from stratagem.checkpoint.io import atomic_write
 from stratagem.data.options import INFINITE_CARDINALITY
-from stratagem.distribute.capabilities import SchedulesSteps
+from stratagem.distribute.capabilities import SchedulesSteps, has
 from stratagem.distribute.one_device import OneDeviceStrategy
 from stratagem.distribute.strategy import Strategy
 from stratagem.errors import ConfigurationError
@@ -126,7 +126,7 @@ class Estimator:
             raise ValueError("saving_listeners are not supported; a Callback in hooks sees every step. "
                              f"Received: {len(saving_listeners)} saving_listeners")
         strategy = self._config.train_distribute or self._local_strategy()
-        if isinstance(strategy, SchedulesSteps):
+        if has(strategy, SchedulesSteps):
             raise ConfigurationError(
                 f"Estimator.train does not run under {type(strategy).__name__}: its steps are scheduled by a "
                 "ClusterCoordinator. Use Model.fit with it, or a MirroredStrategy/MultiWorkerMirroredStrategy here. "

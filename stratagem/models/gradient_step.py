@@ -16,7 +16,7 @@ from torch import nn
 
 from stratagem._nest import map_structure
 from stratagem._torch_internals import foreach
-from stratagem.distribute.capabilities import StrategyOptimizer, SchedulesSteps, SupportsNoSync
+from stratagem.distribute.capabilities import StrategyOptimizer, SchedulesSteps, SupportsNoSync, has
 from stratagem.distribute.strategy import Strategy
 from stratagem.errors import ConfigurationError
 from stratagem.mixed_precision import DTypePolicy, LossScaleOptimizer
@@ -48,7 +48,7 @@ class GradientStep:
         # with no collective. Only where gradients can still differ after backward must replicas agree.
         self._gradients_may_differ = (strategy.num_replicas_in_sync > 1
                                       and not isinstance(sync_module, nn.parallel.DistributedDataParallel))
-        if self._steps > 1 and isinstance(strategy, SchedulesSteps):
+        if self._steps > 1 and has(strategy, SchedulesSteps):
             # NOTE: consecutive steps of a coordinator run on different workers, so no worker holds k of them.
             raise ConfigurationError(
                 f"gradient_accumulation_steps needs consecutive steps on one replica, but {type(strategy).__name__} "
@@ -66,7 +66,7 @@ class GradientStep:
         if self._micro_step == 0:
             self._optimizer.zero_grad()
         sync: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
-        if not self.updates_now and isinstance(self._strategy, SupportsNoSync):
+        if not self.updates_now and has(self._strategy, SupportsNoSync):
             sync = self._strategy.no_sync(self._sync_module)  # the k-th micro-step all-reduces the k-step sum
         with sync, self._policy.autocast(self._strategy.device):
             yield

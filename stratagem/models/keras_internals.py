@@ -67,12 +67,12 @@ def install_replica_hooks() -> None:
 def _syncing_strategy() -> Strategy | None:
     """The strategy in force if it has several replicas that all run this program (not parameter servers)."""
     from stratagem.distribute import context
-    from stratagem.distribute.capabilities import SchedulesSteps
+    from stratagem.distribute.capabilities import SchedulesSteps, has
 
     if not context.has_strategy():
         return None
     strategy = context.get_strategy()
-    if strategy.num_replicas_in_sync == 1 or isinstance(strategy, SchedulesSteps):
+    if strategy.num_replicas_in_sync == 1 or has(strategy, SchedulesSteps):
         return None
     return strategy
 
@@ -119,9 +119,9 @@ def _apply_gradients(apply_gradients: Any) -> Any:
 
 
 def _refuse_remote_variables(strategy: Strategy) -> None:
-    from stratagem.distribute.capabilities import SchedulesSteps
+    from stratagem.distribute.capabilities import SchedulesSteps, has
 
-    if not isinstance(strategy, SchedulesSteps):
+    if not has(strategy, SchedulesSteps):
         return
     from stratagem.errors import ConfigurationError
 

@@ -23,7 +23,7 @@ from stratagem.callbacks.backup_and_restore import BackupAndRestore
 from stratagem.callbacks.keras_callback import KerasCallback, is_keras_callback
 from stratagem.data.ops.shuffle import mix_seed
 from stratagem.distribute import collectives, context
-from stratagem.distribute.capabilities import StrategyOptimizer, SchedulesSteps, ShardsVariables
+from stratagem.distribute.capabilities import StrategyOptimizer, SchedulesSteps, ShardsVariables, has
 from stratagem.distribute.input_lib import shared_seed
 from stratagem.distribute.strategy import Strategy
 from stratagem.models import fit_loop, keras_saving
@@ -390,12 +390,12 @@ class Model:
 
     def _whole_state(self) -> dict[str, torch.Tensor]:
         """The module's state, whole: gathered from every replica's shards when the strategy shards it (a collective)."""
-        if isinstance(self._strategy, ShardsVariables):
+        if has(self._strategy, ShardsVariables):
             return self._strategy.full_state_dict(self.module)
         return self.module.state_dict()
 
     def _load_whole_state(self, state: dict[str, torch.Tensor]) -> None:
-        if isinstance(self._strategy, ShardsVariables):
+        if has(self._strategy, ShardsVariables):
             self._strategy.load_full_state_dict(self.module, state)
         else:
             self.module.load_state_dict(state)
@@ -439,7 +439,7 @@ class Model:
         save_model(self, filepath, input_example=input_example)
 
     def _check_whole_on_each_replica(self, what: str) -> None:
-        if isinstance(self._strategy, ShardsVariables) and self._strategy.num_replicas_in_sync > 1:
+        if has(self._strategy, ShardsVariables) and self._strategy.num_replicas_in_sync > 1:
             raise ValueError(
                 f"{what} writes the whole model from one process, but under {type(self._strategy).__name__} each "
                 "replica holds only a shard of it. Call model.save_weights(path) on every replica (the chief writes "
@@ -499,7 +499,7 @@ class Model:
 
     def _runs_locally(self) -> bool:
         """Where steps are scheduled elsewhere, evaluate/predict/saves run here, on the servers' current values."""
-        if isinstance(self._strategy, SchedulesSteps):
+        if has(self._strategy, SchedulesSteps):
             self._strategy.pull_all()
             return True
         return False

@@ -28,7 +28,7 @@ from stratagem.callbacks.backup_and_restore import BackupAndRestore
 from stratagem.callbacks.callback import StopsTraining
 from stratagem.data.device import prefetch_to_device
 from stratagem.distribute import collectives
-from stratagem.distribute.capabilities import SchedulesSteps
+from stratagem.distribute.capabilities import SchedulesSteps, has
 from stratagem.distribute.input_context import InputContext
 from stratagem.distribute.input_lib import _as_tensor
 from stratagem.distribute.strategy import Strategy
@@ -81,7 +81,7 @@ def make_runner(model: Model, fit_input: FitInput,
                 ) -> tuple[Runner, FitState, CallbackList]:
     """The runner for the model's strategy, the fit's ``FitState`` and its callbacks (``callback_list_for``)."""
     strategy, data = model.distribute_strategy, fit_input
-    if isinstance(strategy, SchedulesSteps):
+    if has(strategy, SchedulesSteps):
         steps = data.steps_per_epoch
         if steps is None or steps < 1:
             raise ConfigurationError(
@@ -279,7 +279,7 @@ class CoordinatedRunner:
 
         self.model, self.steps, self.callbacks = model, steps_per_epoch, callbacks
         strategy = model.distribute_strategy
-        if not isinstance(strategy, SchedulesSteps):
+        if not has(strategy, SchedulesSteps):
             raise TypeError(f"CoordinatedRunner needs a strategy that SchedulesSteps. Received: {strategy!r}")
         self.strategy = strategy
         self.coordinator = ClusterCoordinator(self.strategy)
