@@ -87,6 +87,35 @@ def test_gather_rows_out_of_range_raises_index_error() -> None:
         gather_rows(_IMAGES, np.array([50], dtype=np.int64))
 
 
+# One-channel NCHW images made from NHWC by a transpose (what a channels_first Keras model is fed): numpy calls
+# the array C-contiguous, but its strides are channels-last, and torch's conv and max-pool pick their kernels by them.
+_NCHW_FROM_NHWC = np.ascontiguousarray(np.random.default_rng(1).random((50, 28, 28, 1), dtype=np.float32)
+                                       .transpose(0, 3, 1, 2))
+
+
+def _element_strides(array: Any) -> tuple[int, ...]:
+    return tuple(array.stride()) if isinstance(array, torch.Tensor) else tuple(s // array.itemsize for s in array.strides)
+
+
+@pytest.mark.parametrize("leaf", [
+    _NCHW_FROM_NHWC, torch.from_numpy(_NCHW_FROM_NHWC),
+    torch.rand(50, 3, 8, 8).contiguous(memory_format=torch.channels_last),
+    torch.rand(50, 2, 4, 4, 4).contiguous(memory_format=torch.channels_last_3d),
+], ids=["numpy_one_channel", "tensor_one_channel", "channels_last", "channels_last_3d"])
+def test_gather_rows_keeps_the_rows_memory_layout(leaf: Any) -> None:
+    rows = np.array([7, 0, 49, 7, 3], dtype=np.int64)
+    (got,) = gather_rows((leaf,), rows)
+    source = torch.from_numpy(leaf) if isinstance(leaf, np.ndarray) else leaf
+    expected = source[torch.from_numpy(rows)]  # torch's advanced indexing keeps the layout
+    assert _element_strides(got) == tuple(expected.stride()) == tuple(source.stride())
+    assert torch.equal(torch.as_tensor(got), expected)
+
+
+def test_tensor_slices_batches_keep_channels_last_strides() -> None:
+    batch = next(iter(Dataset.from_tensor_slices(_NCHW_FROM_NHWC).shuffle(50, seed=1).batch(8)))
+    assert _element_strides(batch) == (784, 1, 28, 1)
+
+
 def test_from_tensors_yields_one_whole_element() -> None:
     ds = Dataset.from_tensors(([1, 2, 3], {"k": np.float32(2.0)}))
     assert python_values(ds) == [((1, 2, 3), {"k": 2.0})]
