@@ -4,7 +4,7 @@ A torch upgrade is checked here (``tests/unit/package/test_torch_internals.py`` 
 Sections: multi-tensor kernels (optimizer rules, accumulation, loss scaling); the deferred ``torch._dynamo`` import
 of the optimizer methods (a base class for stratagem's optimizers) and built-in steps; ``nn.Module``'s buffer registry
 (Keras models as modules); ``torch.export``'s program and archive (``Model.save``/``load_model``); DCP's metadata
-(sharded checkpoints); the elastic rendezvous's state pickle (``--nnodes MIN:MAX``). CPython's privates are in
+(sharded checkpoints); the elastic rendezvous's state pickle and keep-alive timer (``--nnodes MIN:MAX``). CPython's privates are in
 ``_python_internals.py``.
 """
 
@@ -208,3 +208,12 @@ RENDEZVOUS_STATE_GLOBALS: frozenset[tuple[str, str]] = frozenset({
     (_DYNAMIC_RENDEZVOUS, "_RendezvousState"), (_DYNAMIC_RENDEZVOUS, "_NodeDesc"),
     ("datetime", "datetime"), ("datetime", "timezone"), ("datetime", "timedelta"),
 })
+
+
+def stop_rendezvous_heartbeats(handler: Any) -> None:
+    """Stops a ``DynamicRendezvousHandler``'s keep-alive thread and waits for it, leaving the rendezvous open.
+
+    torch's public ``shutdown()`` also closes the rendezvous, which would end the job for the other hosts. torch
+    2.13's ``_stop_heartbeats`` cancels the handler's ``_PeriodicTimer``, which sets its stop event and joins it.
+    """
+    handler._stop_heartbeats()

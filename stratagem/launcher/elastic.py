@@ -198,7 +198,8 @@ class _Membership:
         """Tells the others this host has left its last round; the host serving the store first waits for them.
 
         The wait ends when every other host of that round has left, or after the
-        job's timeout, so no host still talking to the store loses it.
+        job's timeout, so no host still talking to the store loses it. Then this
+        host's heartbeats stop (the rendezvous stays as it is).
         """
         try:
             if self._round_store is None:
@@ -213,6 +214,14 @@ class _Membership:
                 time.sleep(0.1)
         except Exception as err:  # noqa: BLE001 -- leaving: the outcome is decided already
             logger.info("Could not tell the rendezvous at %s that this host left: %s", self._endpoint, err)
+        finally:
+            from stratagem._torch_internals import stop_rendezvous_heartbeats
+
+            # NOTE: the handler's keep-alive thread (a daemon) calls the store every second, in C++ with the GIL
+            # released. One still running as the interpreter exits is ended by Python 3.11 with pthread_exit when it
+            # takes the GIL back, an unwinding through torch's C++ frames that can abort the process: an agent exited
+            # -6 ("terminate called without an active exception") after its job had finished, once, under load.
+            stop_rendezvous_heartbeats(self._handler)
 
     def explain(self, err: BaseException) -> str:
         """One line for a rendezvous error: what happened and what to check."""

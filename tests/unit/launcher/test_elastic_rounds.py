@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from stratagem.distribute._rendezvous import listen_if_free
 from stratagem.errors import WorkerFailedError
 from stratagem.launcher import elastic, supervisor
+from stratagem.launcher.ports import find_free_port
 
 _PLACEMENT = supervisor.Placement(first_rank=0, num_local=1, world_size=2, master_addr="127.0.0.1", master_port=1)
 
@@ -108,3 +110,24 @@ def test_rendezvous_listener_is_taken_only_once_and_only_on_the_address() -> Non
         first.close()
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", port))  # closed means free again
+
+
+@pytest.mark.timeout(60)
+def test_leaving_stops_this_hosts_heartbeat_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A keep-alive thread still calling the store as the interpreter exits can abort it (elastic.py, leave).
+    monkeypatch.setenv("STRATAGEM_RUN_ID", "heartbeat-test")
+    monkeypatch.setenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")  # the membership sets it for the process
+    config = supervisor.LaunchConfig(command=("true",), nnodes=1, max_nodes=2, master_port=find_free_port(),
+                                     timeout_s=30.0)
+
+    def heartbeats() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name.startswith("RendezvousKeepAliveTimer")]
+
+    before = set(heartbeats())
+    membership = elastic._Membership(config, 30.0)
+    assert membership.next_round(1) is not None  # one host of 1..2: the round closes after its last call (1 s)
+    started = [t for t in heartbeats() if t not in before]
+    assert len(started) == 1 and started[0].is_alive()
+    membership.end(succeeded=True)
+    membership.leave(wait_for_others=True)
+    assert not started[0].is_alive()

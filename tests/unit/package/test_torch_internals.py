@@ -251,3 +251,19 @@ def test_dcp_metadata_names_only_the_listed_globals(tmp_path: Path) -> None:
         if name.startswith("float8_e8m0") and not hasattr(torch, name):
             continue
         assert hasattr(importlib.import_module(module), name), f"{module}.{name}"
+
+
+
+def test_stop_rendezvous_heartbeats_ends_the_keep_alive_timer_thread() -> None:
+    import datetime
+
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler
+    from torch.distributed.elastic.rendezvous.utils import _PeriodicTimer
+
+    handler = DynamicRendezvousHandler.__new__(DynamicRendezvousHandler)  # only the timer is needed
+    handler._keep_alive_timer = _PeriodicTimer(datetime.timedelta(milliseconds=10), lambda: None)
+    handler._keep_alive_timer.start()
+    thread = handler._keep_alive_timer._thread
+    assert thread is not None and thread.is_alive()
+    internals.stop_rendezvous_heartbeats(handler)
+    assert not thread.is_alive()
