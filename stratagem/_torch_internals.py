@@ -4,8 +4,8 @@ A torch upgrade is checked here (``tests/unit/package/test_torch_internals.py`` 
 Sections: multi-tensor kernels (optimizer rules, accumulation, loss scaling); the deferred ``torch._dynamo`` import
 of the optimizer methods (a base class for stratagem's optimizers) and built-in steps; ``nn.Module``'s buffer registry
 (Keras models as modules); ``torch.export``'s program and archive (``Model.save``/``load_model``); DCP's metadata
-(sharded checkpoints); the elastic rendezvous's state pickle and keep-alive timer (``--nnodes MIN:MAX``). CPython's privates are in
-``_python_internals.py``.
+(sharded checkpoints); the elastic rendezvous's state pickle and keep-alive timer (``--nnodes MIN:MAX``). CPython's
+privates are in ``_python_internals.py``.
 """
 
 from __future__ import annotations
@@ -210,10 +210,17 @@ RENDEZVOUS_STATE_GLOBALS: frozenset[tuple[str, str]] = frozenset({
 })
 
 
-def stop_rendezvous_heartbeats(handler: Any) -> None:
-    """Stops a ``DynamicRendezvousHandler``'s keep-alive thread and waits for it, leaving the rendezvous open.
+def stop_rendezvous_heartbeats(handler: Any, timeout_s: float) -> None:
+    """Stops a ``DynamicRendezvousHandler``'s keep-alive thread, waiting at most ``timeout_s`` for it to end.
 
-    torch's public ``shutdown()`` also closes the rendezvous, which would end the job for the other hosts. torch
-    2.13's ``_stop_heartbeats`` cancels the handler's ``_PeriodicTimer``, which sets its stop event and joins it.
+    The rendezvous stays open: torch's public ``shutdown()`` would also close it, ending the job for the other hosts.
+    torch 2.13's handler keeps a ``_PeriodicTimer`` in ``_keep_alive_timer`` (None before its first round); the
+    timer's ``_ctx.stop_event`` ends its loop and ``_thread`` runs it. Its own ``cancel()`` joins without a limit,
+    and a keep-alive call to an unreachable store blocks up to the store's timeout.
     """
-    handler._stop_heartbeats()
+    timer = handler._keep_alive_timer
+    if timer is None:
+        return
+    timer._ctx.stop_event.set()
+    if timer._thread is not None:
+        timer._thread.join(timeout_s)

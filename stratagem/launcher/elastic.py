@@ -44,6 +44,7 @@ DEFAULT_TIMEOUT_S = 300.0
 _LEFT_KEY = "stratagem/left"  # in a round's store: the hosts of that round that have ended
 _OUTCOME_KEY = "stratagem/outcome"  # in the job's store: "succeeded" or "failed", set before closing it
 _NPROC_KEY = "stratagem/nproc/{node_rank}"  # in a round's store: that host's worker count
+_HEARTBEAT_STOP_S = 5.0  # leaving: the longest wait for this host's keep-alive thread (a call takes ms)
 logger = logging.getLogger(__name__)
 
 
@@ -221,7 +222,7 @@ class _Membership:
             # released. One still running as the interpreter exits is ended by Python 3.11 with pthread_exit when it
             # takes the GIL back, an unwinding through torch's C++ frames that can abort the process: an agent exited
             # -6 ("terminate called without an active exception") after its job had finished, once, under load.
-            stop_rendezvous_heartbeats(self._handler)
+            stop_rendezvous_heartbeats(self._handler, timeout_s=_HEARTBEAT_STOP_S)
 
     def explain(self, err: BaseException) -> str:
         """One line for a rendezvous error: what happened and what to check."""

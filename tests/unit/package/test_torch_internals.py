@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 import zipfile
 from pathlib import Path
@@ -256,14 +257,29 @@ def test_dcp_metadata_names_only_the_listed_globals(tmp_path: Path) -> None:
 
 def test_stop_rendezvous_heartbeats_ends_the_keep_alive_timer_thread() -> None:
     import datetime
+    import threading
 
     from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler
     from torch.distributed.elastic.rendezvous.utils import _PeriodicTimer
 
     handler = DynamicRendezvousHandler.__new__(DynamicRendezvousHandler)  # only the timer is needed
+    handler._keep_alive_timer = None  # before the first round
+    internals.stop_rendezvous_heartbeats(handler, timeout_s=1.0)
     handler._keep_alive_timer = _PeriodicTimer(datetime.timedelta(milliseconds=10), lambda: None)
     handler._keep_alive_timer.start()
     thread = handler._keep_alive_timer._thread
     assert thread is not None and thread.is_alive()
-    internals.stop_rendezvous_heartbeats(handler)
+    internals.stop_rendezvous_heartbeats(handler, timeout_s=5.0)
     assert not thread.is_alive()
+    # A keep-alive call that does not return (an unreachable store) is waited for at most timeout_s.
+    release = threading.Event()
+    handler._keep_alive_timer = _PeriodicTimer(datetime.timedelta(milliseconds=1), release.wait)
+    handler._keep_alive_timer.start()
+    stuck = handler._keep_alive_timer._thread
+    time.sleep(0.05)  # inside the call
+    started = time.monotonic()
+    internals.stop_rendezvous_heartbeats(handler, timeout_s=0.2)
+    assert 0.15 < time.monotonic() - started < 2.0 and stuck.is_alive()
+    release.set()
+    stuck.join(5.0)
+    assert not stuck.is_alive()  # the stop event ends it after the call
