@@ -20,6 +20,7 @@ from typing import Any
 
 from typing_extensions import override
 
+from stratagem.data._exit_threads import stop_at_exit
 from stratagem.data._structure import call_with_element
 from stratagem.data.dataset import Dataset, _check_positive
 from stratagem.data.iterator import DatasetIterator, IterContext
@@ -121,6 +122,7 @@ class _Producer:
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="stratagem-interleave", daemon=True)
         self._thread.start()
+        stop_at_exit(self)
 
     def _run(self) -> None:
         try:

@@ -20,6 +20,7 @@ import threading
 import time
 from typing import Any
 
+from stratagem.data._exit_threads import EventThread, stop_at_exit
 from stratagem.data._structure import nbytes
 from stratagem.data.dataset import Dataset, _check_positive
 from stratagem.data.ops.identity import ForwardingDataset
@@ -78,6 +79,8 @@ class PrefetchIterator(ParentPositionIterator):
         self._queue: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
         self._thread = threading.Thread(target=self._produce, name="stratagem-prefetch", daemon=True)
         self._thread.start()
+        self._at_exit = EventThread(self._stop, self._thread)  # held here: registered while this iterator lives
+        stop_at_exit(self._at_exit)
 
     def _produce(self) -> None:
         while not self._stop.is_set():
