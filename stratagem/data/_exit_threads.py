@@ -11,6 +11,7 @@ what is left of ``EXIT_WAIT_S`` to finish the element it is computing.
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 import time
 import weakref
@@ -42,6 +43,8 @@ class EventThread:
 
 # Held weakly: an owner that is gone took its thread's end with it (its close()), and none is kept alive by this.
 _live: weakref.WeakSet[Stoppable] = weakref.WeakSet()
+# A forked child has none of its parent's threads, and their owners' locks may have been held at the fork.
+os.register_at_fork(after_in_child=_live.clear)
 
 
 def stop_at_exit(owner: Stoppable) -> None:

@@ -6,6 +6,7 @@ Without that, a prefetch or interleave thread inside a torch op at exit aborts t
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -66,3 +67,21 @@ def test_stop_all_stops_every_thread_and_waits_a_bounded_time() -> None:
     assert 0.2 < time.monotonic() - started < 3.0 and stuck.is_alive()
     stuck_release.set()
     stuck.join(5)
+
+
+def test_a_forked_child_leaves_its_parents_threads_alone() -> None:
+    stop = threading.Event()
+    thread = threading.Thread(target=lambda: stop.wait(30), daemon=True)
+    thread.start()
+    owner = _exit_threads.EventThread(stop, thread)
+    _exit_threads.stop_at_exit(owner)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: nothing of the parent's to stop (its locks may be held by a thread not copied)
+            os._exit(0 if len(_exit_threads._live) == 0 else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert owner in _exit_threads._live and thread.is_alive()  # the parent's own registry is untouched
+    finally:
+        stop.set()
+        thread.join(5)
